@@ -1,0 +1,47 @@
+# make demo: set up everything and run the main example (a distributed program, launched locally).
+# make test: set up everything and run the whole test suite (and the core suite on Python 3.13).
+
+PYENV_ROOT ?= $(shell pyenv root 2>/dev/null || echo $(HOME)/.pyenv)
+PY311 := $(firstword $(wildcard $(PYENV_ROOT)/versions/3.11*/bin/python3.11) $(shell command -v python3.11))
+PY313 := $(firstword $(wildcard $(PYENV_ROOT)/versions/3.13*/bin/python3.13))
+VENV := .venv
+VENV313 := .venv313
+PIP_FLAGS := --quiet --disable-pip-version-check
+# The full stack (TensorFlow 2.15, Reverb) needs protobuf 4.25: the main venv runs on it, the
+# 3.13 venv on the newest grpcio/protobuf, so both ends of the supported range are tested.
+MAIN_CONSTRAINTS := protobuf==4.25.*
+
+.PHONY: demo test test-core313 lint bench clean
+
+$(VENV)/.installed: pyproject.toml
+	@test -n "$(PY311)" || { echo "Python 3.11 not found (pyenv or python3.11)"; exit 1; }
+	test -x $(VENV)/bin/python || $(PY311) -m venv $(VENV)
+	$(VENV)/bin/pip install $(PIP_FLAGS) --upgrade pip
+	$(VENV)/bin/pip install $(PIP_FLAGS) -e '.[dev]' '$(MAIN_CONSTRAINTS)'
+	touch $@
+
+$(VENV313)/.installed: pyproject.toml
+	$(PY313) -m venv $(VENV313)
+	$(VENV313)/bin/pip install $(PIP_FLAGS) --upgrade pip
+	$(VENV313)/bin/pip install $(PIP_FLAGS) -e '.[dev]' --upgrade grpcio protobuf
+	touch $@
+
+demo: $(VENV)/.installed
+	$(VENV)/bin/python -m examples.consumer_producers.launch --lp_launch_type=local_mt
+
+test: $(VENV)/.installed
+	$(VENV)/bin/ruff check launchpad tests examples benchmarks
+	$(VENV)/bin/python -m pytest -q tests
+	$(MAKE) test-core313
+
+# The core suite once more on Python 3.13 with the newest grpcio/protobuf, when 3.13 exists.
+test-core313:
+	@if [ -n "$(PY313)" ]; then \
+	  $(MAKE) $(VENV313)/.installed && $(VENV313)/bin/python -m pytest -q tests; \
+	else echo "Python 3.13 not found: skipping the 3.13 run"; fi
+
+bench: $(VENV)/.installed
+	$(VENV)/bin/python -m benchmarks.courier_rpc
+
+clean:
+	rm -rf $(VENV) $(VENV313) *.egg-info

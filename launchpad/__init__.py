@@ -1,0 +1,51 @@
+"""Launchpad: distributed programs of Python services, described as a graph.
+
+    import launchpad as lp
+    program = lp.Program("name")
+    handle = program.add_node(lp.CourierNode(Server), label="server")
+    program.add_node(lp.PyNode(client_main, handle), label="client")
+    lp.launch(program, launch_type="local_mt").wait()
+
+This module is the public API and nothing else. It imports neither TensorFlow nor Reverb.
+"""
+
+from launchpad import courier
+from launchpad.address import Address, get_port_from_address
+from launchpad.courier import batched_handler, list_methods
+from launchpad.launch.controller import Controller
+from launchpad.launch.errors import (
+    LaunchError,
+    NodeFailedError,
+    NodeNotReadyError,
+    ProgramStoppedError,
+    UnknownNodeError,
+)
+from launchpad.launch.launch import LaunchType, launch
+from launchpad.nodes.base import Deferred, Handle, Node
+from launchpad.nodes.courier import CourierNode
+from launchpad.nodes.python import PyClassNode, PyNode
+from launchpad.program import Program, make_program
+from launchpad.stopping import (
+    register_stop_handler,
+    stop,
+    stop_event,
+    unregister_stop_handler,
+    wait_for_stop,
+)
+
+__all__ = [
+    # Graph
+    "Program", "make_program",
+    # Nodes and handles
+    "Node", "Handle", "PyNode", "PyClassNode", "CourierNode", "Deferred",
+    # Courier
+    "courier", "batched_handler", "list_methods",
+    # Launch
+    "launch", "LaunchType", "Controller",
+    "LaunchError", "NodeFailedError", "NodeNotReadyError", "ProgramStoppedError",
+    "UnknownNodeError",
+    # Stop
+    "stop", "wait_for_stop", "stop_event", "register_stop_handler", "unregister_stop_handler",
+    # Addressing
+    "Address", "get_port_from_address",
+]

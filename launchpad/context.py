@@ -1,0 +1,141 @@
+"""The runtime context of a node: which program and node this code runs for.
+
+A launcher gives every node a `NodeContext` and runs the node's code inside it (a contextvar,
+so two programs in one process never see each other's context). Courier servers started by a
+node run their handlers in the node's context too. Code outside any node context - a thread
+the user started, or the launching process itself - falls back to the program launched from
+this process, when there is exactly one; otherwise it gets an error that says what to do.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import dataclasses
+import threading
+import weakref
+from collections.abc import Callable
+from typing import Protocol
+
+from absl import logging
+
+
+class AddressBook(Protocol):
+    """Where a program's node addresses are registered and looked up (the controller)."""
+
+    def register(self, label: str, index: int, name: str, address: str) -> None:
+        ...
+
+    def address_of(self, label: str, index: int, name: str, timeout: float) -> str:
+        ...
+
+
+class NoContextError(RuntimeError):
+    """A node-only API was used outside any running program's node."""
+
+
+@dataclasses.dataclass(eq=False)
+class NodeContext:
+    """Who this code runs for. `label` is None for the launching process of the program."""
+
+    program_name: str
+    label: str | None
+    index: int
+    controller_address: str
+    token: str
+    addresses: AddressBook
+    request_stop: Callable[[], None]
+    stop_event: threading.Event = dataclasses.field(default_factory=threading.Event)
+    bind_host: str = "127.0.0.1"
+    _stop_handlers: list = dataclasses.field(default_factory=list)
+    _handlers_lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+    _notified: bool = False
+
+    @property
+    def name(self) -> str:
+        return "launcher" if self.label is None else f"{self.label}/{self.index}"
+
+    def add_stop_handler(self, handler: Callable[[], None]) -> None:
+        if not callable(handler):
+            raise TypeError(f"A stop handler must be callable, got {handler!r}")
+        with self._handlers_lock:
+            self._stop_handlers.append(handler)
+
+    def remove_stop_handler(self, handler: Callable[[], None]) -> None:
+        with self._handlers_lock:
+            if handler not in self._stop_handlers:
+                raise ValueError(f"{handler!r} is not a registered stop handler of "
+                                 f"{self.program_name}/{self.name}")
+            self._stop_handlers.remove(handler)
+
+    def notify_stop(self) -> None:
+        """Sets the stop event and runs the stop handlers once, each guarded."""
+        with self._handlers_lock:
+            if self._notified:
+                return
+            self._notified = True
+            self.stop_event.set()
+            handlers = list(self._stop_handlers)
+        for handler in handlers:
+            try:
+                handler()
+            except Exception:  # noqa: BLE001 - one bad handler must not block the others
+                logging.exception("Stop handler %r of %s/%s raised", handler,
+                                  self.program_name, self.name)
+
+
+_current: contextvars.ContextVar[NodeContext | None] = contextvars.ContextVar(
+    "launchpad_node_context", default=None)
+# Contexts of programs launched from this process (and, in a node process, of its node):
+# the fallback for threads that carry no context. Weak, so a finished program drops out.
+_process_contexts: "weakref.WeakSet[NodeContext]" = weakref.WeakSet()
+_process_lock = threading.Lock()
+
+
+def enter(node_context: NodeContext) -> contextvars.Token:
+    """Makes `node_context` current for this thread (and contexts copied from it)."""
+    return _current.set(node_context)
+
+
+def leave(token: contextvars.Token) -> None:
+    _current.reset(token)
+
+
+def add_process_context(node_context: NodeContext) -> None:
+    with _process_lock:
+        _process_contexts.add(node_context)
+
+
+def remove_process_context(node_context: NodeContext) -> None:
+    with _process_lock:
+        _process_contexts.discard(node_context)
+
+
+def current_or_none() -> NodeContext | None:
+    found = _current.get()
+    if found is not None:
+        return found
+    with _process_lock:
+        live = [c for c in _process_contexts if not c.stop_event.is_set()] or list(
+            _process_contexts)
+    return live[0] if len(live) == 1 else None
+
+
+def current() -> NodeContext:
+    """Returns the context of the calling code.
+
+    Raises:
+      NoContextError: outside any node, with no (or several) programs launched from here.
+    """
+    found = current_or_none()
+    if found is not None:
+        return found
+    with _process_lock:
+        names = sorted(c.program_name for c in _process_contexts)
+    if not names:
+        raise NoContextError(
+            "No launchpad program is running here: this works inside a node of a launched "
+            "program, or in the process that called lp.launch() while the program runs")
+    raise NoContextError(
+        f"Several programs run in this process ({', '.join(names)}) and this thread belongs "
+        "to none of them: call controller.stop() on the one you mean, or call this from a "
+        "node's own thread")

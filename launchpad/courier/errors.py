@@ -1,0 +1,84 @@
+"""Errors of the RPC layer, defined once.
+
+Each class mixes in the builtin with the same meaning, so callers can catch either
+(`except TimeoutError` catches `CallTimeoutError`). A remote exception whose type can be rebuilt
+on the client is raised with its own type instead, with the remote traceback as `__cause__`;
+`RemoteError` is only the fallback for types that cannot be rebuilt here.
+"""
+
+from __future__ import annotations
+
+
+class CourierError(Exception):
+    """Base class of every error raised by the courier layer itself."""
+
+
+class RemoteTraceback(Exception):
+    """Carries the formatted traceback of a remote failure; set as `__cause__`."""
+
+    def __init__(self, traceback_text: str):
+        super().__init__(traceback_text)
+        self.traceback_text = traceback_text
+
+    def __str__(self) -> str:
+        return "\n\"\"\"\n" + self.traceback_text.rstrip() + "\n\"\"\""
+
+
+class RemoteError(CourierError):
+    """A remote call raised an exception whose type cannot be rebuilt on this side.
+
+    Attributes:
+      type_name: the fully qualified name of the remote exception type.
+      message: `str()` of the remote exception.
+      remote_traceback: the remote traceback, formatted.
+    """
+
+    def __init__(self, type_name: str, message: str, remote_traceback: str):
+        super().__init__(f"{type_name}: {message}")
+        self.type_name = type_name
+        self.message = message
+        self.remote_traceback = remote_traceback
+
+    def __reduce__(self):
+        return (type(self), (self.type_name, self.message, self.remote_traceback))
+
+
+class UnknownMethodError(CourierError, AttributeError):
+    """The server has no public method of that name; the message lists those it has."""
+
+    def __init__(self, method: str, available: list[str], address: str = ""):
+        where = f" at {address}" if address else ""
+        listing = ", ".join(available) if available else "(none)"
+        super().__init__(
+            f"Courier server{where} has no method {method!r}; its methods are: {listing}")
+        self.method = method
+        self.available = list(available)
+        self.address = address
+
+    def __reduce__(self):
+        return (type(self), (self.method, self.available, self.address))
+
+
+class CallTimeoutError(CourierError, TimeoutError):
+    """A call did not complete within its `call_timeout` (deadline exceeded)."""
+
+
+class ServerUnavailableError(CourierError, ConnectionError):
+    """The server could not be reached within the connect timeout, or the connection was lost
+    while the call was in flight (the server stopped, crashed or became unreachable)."""
+
+
+class PermissionDeniedError(CourierError, PermissionError):
+    """The server refused the call because it did not carry the server's secret token."""
+
+
+class SerializationError(CourierError, TypeError):
+    """Arguments or a result could not be pickled or unpickled; names the method and argument."""
+
+
+class ClientClosedError(CourierError, RuntimeError):
+    """The client was closed by its owner; no further calls can be made on it."""
+
+
+class AddressInUseError(CourierError, OSError):
+    """A server could not bind its address (the port is taken or not available)."""

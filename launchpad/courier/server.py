@@ -1,0 +1,218 @@
+"""The courier server: serves every public method of one Python object over gRPC.
+
+Data flow for one client stream::
+
+    gRPC stream thread          reader thread               handler pool (thread_pool_size)
+    yields replies    <-- outbox <-- reply  <-- run method <-- submit <-- decode frames <-- requests
+
+A method that returns a `concurrent.futures.Future` (a batched handler does) is answered when
+the future completes, without holding a handler thread meanwhile. A server can start before its
+object exists (`Server(None)` then `serve(obj)`): calls that arrive early wait for it, so a node
+can publish its address before it builds the object that answers.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextvars
+import hmac
+import inspect
+import queue
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import grpc
+from absl import logging
+
+from launchpad.courier import errors, serialization, transport
+from launchpad.courier.serialization import Kind
+
+LIST_METHODS = "__list_methods__"
+_END = object()
+
+
+def public_methods(obj: Any) -> list[str]:
+    """Names a courier server serves for `obj`: public callables, and `__call__` if defined."""
+    names = [n for n in dir(obj) if not n.startswith("_") and _is_method(obj, n)]
+    if callable(obj) and not isinstance(obj, type):
+        names.append("__call__")
+    return sorted(names)
+
+
+def _is_method(obj: Any, name: str) -> bool:
+    # getattr_static does not run properties, so listing methods has no side effects.
+    attr = inspect.getattr_static(obj, name, None)
+    if isinstance(attr, (staticmethod, classmethod)):
+        return True
+    return callable(attr) and not isinstance(attr, property)
+
+
+class Server:
+    """Serves `obj`'s public methods to courier clients.
+
+    Args:
+      obj: the object to serve, or None to start serving before it exists (see `serve`).
+      port: the port to bind; 0 lets the operating system pick a free one (no race).
+      host: the interface to bind; loopback by default.
+      token: the secret every stream must carry; empty disables the check.
+      thread_pool_size: how many calls run at once.
+    """
+
+    def __init__(self, obj: Any = None, *, port: int = 0, host: str = "127.0.0.1",
+                 token: str = "", thread_pool_size: int = 16):
+        if thread_pool_size < 1:
+            raise ValueError(f"thread_pool_size must be >= 1, got {thread_pool_size}")
+        self._host = host
+        self._port = port
+        self._token = token
+        self._thread_pool_size = thread_pool_size
+        self._obj = obj
+        self._ready = threading.Event()
+        if obj is not None:
+            self._ready.set()
+        self._stopped = threading.Event()
+        self._grpc_server: transport.GrpcServer | None = None
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._context = contextvars.copy_context()
+        self._address = ""
+
+    @property
+    def address(self) -> str:
+        """host:port of the running server; empty before `start()`."""
+        return self._address
+
+    @property
+    def port(self) -> int:
+        return int(self._address.rsplit(":", 1)[1]) if self._address else 0
+
+    def start(self) -> str:
+        """Binds and starts serving; returns the bound address ('host:port')."""
+        if self._grpc_server is not None:
+            raise RuntimeError(f"Courier server at {self._address} is already started")
+        # Handlers run in the context of the thread that started the server, so code served by
+        # a node sees that node's context (who am I, my program) on every handler thread.
+        self._context = contextvars.copy_context()
+        self._pool = concurrent.futures.ThreadPoolExecutor(
+            self._thread_pool_size, thread_name_prefix="courier-handler")
+        self._grpc_server = transport.start_server(self._stream, self._host, self._port)
+        host = f"[{self._host}]" if ":" in self._host else self._host
+        self._address = f"{host}:{self._grpc_server.port}"
+        return self._address
+
+    def serve(self, obj: Any) -> None:
+        """Sets the object to serve; calls waiting for it proceed."""
+        if obj is None:
+            raise ValueError("Cannot serve None")
+        self._obj = obj
+        self._ready.set()
+
+    def stop(self, grace: float | None = None) -> None:
+        """Stops serving; in-flight calls fail on their clients. Safe to call more than once."""
+        self._stopped.set()
+        self._ready.set()
+        if self._grpc_server is not None:
+            self._grpc_server.stop(grace)
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def __enter__(self) -> "Server":
+        if self._grpc_server is None:
+            self.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
+
+    def _stream(self, requests: Iterator[bytes], context: grpc.ServicerContext):
+        if self._token and not hmac.compare_digest(transport.token_of(context), self._token):
+            transport.refuse(context)
+        outbox: queue.SimpleQueue = queue.SimpleQueue()
+        context.add_callback(lambda: outbox.put(_END))
+        threading.Thread(target=self._read, args=(requests, outbox),
+                         name="courier-reader", daemon=True).start()
+        return _replies(outbox)
+
+    def _read(self, requests: Iterator[bytes], outbox: queue.SimpleQueue) -> None:
+        try:
+            for message in requests:
+                for frame in serialization.decode_message(message):
+                    self._pool.submit(self._context.copy().run, self._handle, frame, outbox)
+        except (grpc.RpcError, RuntimeError):
+            pass  # The client went away or the server is stopping; the stream ends below.
+        except ValueError as e:  # A malformed message: drop this stream, keep serving others.
+            logging.warning("Courier server at %s dropped a malformed stream: %s",
+                            self._address, e)
+            outbox.put(_END)
+
+    def _handle(self, frame: serialization.Frame, outbox: queue.SimpleQueue) -> None:
+        name = frame.name
+        try:
+            self._ready.wait()
+            if self._stopped.is_set():
+                raise errors.ServerUnavailableError(
+                    f"Courier server at {self._address} stopped before serving {name!r}")
+            method = self._method(name)
+            args, kwargs = frame.load()
+            # A batched handler answers with a Future: the reply is sent when it completes.
+            method = getattr(method, "__courier_submit__", method)
+            result = method(*args, **kwargs)
+        except BaseException as e:  # noqa: BLE001 - every failure goes back to the caller
+            outbox.put(_error_frame(frame.call_id, e))
+            return
+        if isinstance(result, concurrent.futures.Future):
+            result.add_done_callback(lambda f: outbox.put(_future_frame(frame.call_id, name, f)))
+        else:
+            outbox.put(_result_frame(frame.call_id, name, result))
+
+    def _method(self, name: str):
+        if name == LIST_METHODS:
+            return lambda: public_methods(self._obj)
+        method = None
+        if not name.startswith("_") or name == "__call__":
+            method = getattr(self._obj, name, None)
+        if not callable(method):
+            raise errors.UnknownMethodError(name, public_methods(self._obj), self._address)
+        return method
+
+
+def _replies(outbox: queue.SimpleQueue) -> Iterator[bytes]:
+    """Yields one message per wake-up, made of every reply queued by then."""
+    while True:
+        chunks = outbox.get()
+        if chunks is _END:
+            return
+        while True:
+            try:
+                more = outbox.get_nowait()
+            except queue.Empty:
+                break
+            if more is _END:
+                yield b"".join(chunks)
+                return
+            chunks = chunks + more
+        yield b"".join(chunks)
+
+
+def _result_frame(call_id: int, method: str, result: Any) -> list:
+    try:
+        parts = serialization.dumps(result)
+    except Exception as e:  # noqa: BLE001 - report an unpicklable result to the caller
+        error = errors.SerializationError(
+            f"Cannot pickle the result of {method!r} (of type {type(result).__name__}): {e}")
+        return _error_frame(call_id, error)
+    return serialization.encode_frame(Kind.RESULT, call_id, "", parts)
+
+
+def _future_frame(call_id: int, method: str, future: concurrent.futures.Future) -> list:
+    if future.cancelled():
+        return _error_frame(call_id, concurrent.futures.CancelledError(
+            f"{method!r} was cancelled on the server"))
+    exc = future.exception()
+    if exc is not None:
+        return _error_frame(call_id, exc)
+    return _result_frame(call_id, method, future.result())
+
+
+def _error_frame(call_id: int, exc: BaseException) -> list:
+    return serialization.encode_frame(Kind.ERROR, call_id, "", serialization.dumps_exception(exc))

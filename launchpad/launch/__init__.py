@@ -1,0 +1,1 @@
+"""Launchers: turn a program's nodes into threads (and, later, processes and jobs)."""

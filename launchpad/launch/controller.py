@@ -1,0 +1,287 @@
+"""The controller of a launched program: addresses, health, stop and wait.
+
+One per launch, in the launching process (a courier service, so nodes in other processes
+reach it the same way as nodes in this one)::
+
+    node starts -> binds its port -> register(label, index, name, address)
+    handle used -> address_of(label, index, name)  (answered as soon as the node registers)
+    node ends   -> node_finished / node_failed      (fail fast: the first failure stops all)
+    stop()      -> every node's stop event and stop handlers -> grace period -> terminate
+                   what is left -> wait() returns (raising NodeFailedError if a node failed)
+
+The controller owns the workers (threads, processes) its launcher started; `wait()` returns
+only once each has finished or been ended. The launching process itself is never killed.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import secrets
+import threading
+import time
+import traceback
+from typing import Protocol
+
+from absl import logging
+
+from launchpad import context
+from launchpad.courier import server as courier_server
+from launchpad.launch import errors
+from launchpad.program import Program
+
+NodeKey = tuple  # (label, index)
+
+
+class NodeWorker(Protocol):
+    """What a launcher hands the controller for each thread/process/job it started."""
+
+    name: str
+
+    def join(self, timeout: float) -> bool:
+        """Waits up to `timeout` seconds; True if the worker has finished."""
+
+    def terminate(self) -> bool:
+        """Ends the worker by force; False if it cannot be ended (a thread)."""
+
+
+class Controller:
+    """Controls one launched program; returned by `lp.launch`.
+
+    Use `wait()` to block until the program stops, `stop()` to stop it, or `with` to do both.
+    """
+
+    def __init__(self, program: Program, *, termination_notice_secs: float = 10.0):
+        if termination_notice_secs < 0:
+            raise ValueError(
+                f"termination_notice_secs must be >= 0, got {termination_notice_secs}")
+        self.program_name = program.name
+        self._grace = termination_notice_secs
+        self._token = secrets.token_hex(16)
+        self._lock = threading.Lock()
+        self._nodes = {(n.label, n.index) for n in program.get_all_nodes()}
+        self._running = set(self._nodes)
+        self._addresses: dict[tuple, str] = {}
+        self._waiting: dict[tuple, list[concurrent.futures.Future]] = {}
+        self._failure: errors.NodeFailedError | None = None
+        self._workers: list[NodeWorker] = []
+        self._contexts: list[context.NodeContext] = []
+        self._stop_waiters: list[concurrent.futures.Future] = []
+        self._stopping = threading.Event()
+        self._finished = threading.Event()
+        self._server = courier_server.Server(_ControllerService(self), token=self._token,
+                                             thread_pool_size=8)
+        self.address = self._server.start()
+        self.launcher_context = self.node_context(None, 0)
+        context.add_process_context(self.launcher_context)
+
+    # --- what launchers use -------------------------------------------------------------
+
+    def node_context(self, label: str | None, index: int) -> context.NodeContext:
+        """A context for code of this program running in this process (None: the launcher)."""
+        node_context = context.NodeContext(
+            program_name=self.program_name, label=label, index=index,
+            controller_address=self.address, token=self._token, addresses=self,
+            request_stop=self.stop)
+        with self._lock:
+            self._contexts.append(node_context)
+            stopping = self._stopping.is_set()
+        if stopping:
+            node_context.notify_stop()
+        return node_context
+
+    def add_worker(self, worker: NodeWorker) -> None:
+        with self._lock:
+            self._workers.append(worker)
+
+    def node_finished(self, label: str, index: int) -> None:
+        """A node's code returned: the node is done; when every node is, the program is."""
+        with self._lock:
+            self._running.discard((label, index))
+            self._fail_waiters((label, index), f"node {label}/{index} has finished")
+            all_done = not self._running
+        if all_done:
+            self.stop()
+
+    def node_failed(self, label: str, index: int, reason: str,
+                    node_traceback: str = "", cause: BaseException | None = None) -> None:
+        """A node failed: unless the program is already stopping, the program stops and
+        `wait()` raises NodeFailedError for the first node that failed."""
+        name = f"{label}/{index}"
+        with self._lock:
+            self._running.discard((label, index))
+            self._fail_waiters((label, index), f"node {name} failed")
+            if self._stopping.is_set() or self._failure is not None:
+                logging.warning("Node %s of %s failed while the program was stopping: %s",
+                                name, self.program_name, reason)
+                return
+            self._failure = errors.NodeFailedError(self.program_name, name, reason,
+                                                   node_traceback)
+            self._failure.__cause__ = cause
+        logging.error("Node %s of program %s failed: %s", name, self.program_name, reason)
+        self.stop()
+
+    def node_raised(self, label: str, index: int, exc: BaseException) -> None:
+        self.node_failed(label, index, f"{type(exc).__name__}: {exc}",
+                         "".join(traceback.format_exception(exc)), exc)
+
+    # --- addresses (the context.AddressBook of this program) ------------------------------
+
+    def register(self, label: str, index: int, name: str, address: str) -> None:
+        key = (label, index, name)
+        self._check_node(label, index)
+        with self._lock:
+            self._addresses[key] = address
+            waiting = self._waiting.pop(key, [])
+        for future in waiting:
+            _settle(future, address)
+
+    def address_future(self, label: str, index: int, name: str,
+                       timeout: float) -> concurrent.futures.Future:
+        """A future of the node's address: set when it registers, failed after `timeout`."""
+        self._check_node(label, index)
+        key = (label, index, name)
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        with self._lock:
+            if key in self._addresses:
+                future.set_result(self._addresses[key])
+                return future
+            if self._stopping.is_set():
+                raise errors.ProgramStoppedError(
+                    f"Program {self.program_name!r} is stopping; node {label}/{index} "
+                    "will not be reachable")
+            if (label, index) not in self._running:
+                raise errors.NodeNotReadyError(
+                    f"Node {label}/{index} of {self.program_name!r} is no longer running")
+            self._waiting.setdefault(key, []).append(future)
+        timer = threading.Timer(timeout, self._expire, (key, future, timeout))
+        timer.daemon = True
+        timer.start()
+        future.add_done_callback(lambda _: timer.cancel())
+        return future
+
+    def address_of(self, label: str, index: int, name: str, timeout: float) -> str:
+        return self.address_future(label, index, name, timeout).result()
+
+    def _expire(self, key: tuple, future: concurrent.futures.Future, timeout: float) -> None:
+        label, index, name = key
+        what = f"address {name!r}" if name else "address"
+        _settle(future, exception=errors.NodeNotReadyError(
+            f"Node {label}/{index} of {self.program_name!r} did not register its {what} "
+            f"within {timeout:g}s"))
+
+    def _check_node(self, label: str, index: int) -> None:
+        if (label, index) not in self._nodes:
+            raise errors.UnknownNodeError(
+                f"Program {self.program_name!r} has no node {label}/{index}; its nodes are "
+                f"{', '.join(sorted(f'{lb}/{i}' for lb, i in self._nodes))}")
+
+    def _fail_waiters(self, node: tuple, why: str) -> None:
+        """Fails lookups of a node that will never register (call with the lock held)."""
+        for key in [k for k in self._waiting if k[:2] == node]:
+            for future in self._waiting.pop(key):
+                _settle(future, exception=errors.NodeNotReadyError(
+                    f"No address for node {node[0]}/{node[1]}: {why}"))
+
+    # --- stop and wait --------------------------------------------------------------------
+
+    def stop_future(self) -> concurrent.futures.Future:
+        """A future set when the program starts stopping (for nodes in other processes)."""
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        with self._lock:
+            if not self._stopping.is_set():
+                self._stop_waiters.append(future)
+                return future
+        future.set_result(True)
+        return future
+
+    def stop(self) -> None:
+        """Asks the program to stop; returns at once. Safe to call any number of times."""
+        with self._lock:
+            if self._stopping.is_set():
+                return
+            self._stopping.set()
+        threading.Thread(target=self._stop_sequence, name=f"lp-stop-{self.program_name}",
+                         daemon=True).start()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Blocks until the program has stopped and every node has ended.
+
+        Returns:
+          True once the program has stopped; False if `timeout` seconds passed first.
+        Raises:
+          NodeFailedError: a node failed (the first one), with its traceback.
+        """
+        if not self._finished.wait(timeout):
+            return False
+        if self._failure is not None:
+            raise self._failure
+        return True
+
+    @property
+    def failure(self) -> errors.NodeFailedError | None:
+        """The failure that stopped the program, if any."""
+        return self._failure
+
+    def __enter__(self) -> "Controller":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self.stop()
+        if exc_type is None:
+            self.wait()
+        else:
+            self._finished.wait()
+
+    def _stop_sequence(self) -> None:
+        with self._lock:
+            contexts = list(self._contexts)
+            stop_waiters, self._stop_waiters = self._stop_waiters, []
+        for future in stop_waiters:
+            _settle(future, True)
+        for node_context in contexts:
+            node_context.notify_stop()
+        deadline = time.monotonic() + self._grace
+        with self._lock:
+            workers = list(self._workers)
+        for worker in workers:
+            if not worker.join(max(0.0, deadline - time.monotonic())) and not worker.terminate():
+                logging.warning(
+                    "Node %s of program %s did not stop within termination_notice_secs=%gs "
+                    "and cannot be killed (a thread); it is left behind", worker.name,
+                    self.program_name, self._grace)
+        with self._lock:
+            for node in list(self._running):
+                self._fail_waiters(node, "the program stopped")
+        self._server.stop()
+        context.remove_process_context(self.launcher_context)
+        self._finished.set()
+
+
+class _ControllerService:
+    """The controller's methods that nodes in other processes may call."""
+
+    def __init__(self, controller: Controller):
+        self._controller = controller
+
+    def register(self, label: str, index: int, name: str, address: str) -> None:
+        self._controller.register(label, index, name, address)
+
+    def address_of(self, label: str, index: int, name: str,
+                   timeout: float) -> concurrent.futures.Future:
+        return self._controller.address_future(label, index, name, timeout)
+
+    def request_stop(self) -> None:
+        self._controller.stop()
+
+    def wait_for_stop(self) -> concurrent.futures.Future:
+        return self._controller.stop_future()
+
+
+def _settle(future: concurrent.futures.Future, result=None, exception=None) -> None:
+    try:
+        if exception is not None:
+            future.set_exception(exception)
+        else:
+            future.set_result(result)
+    except concurrent.futures.InvalidStateError:
+        pass

@@ -1,0 +1,44 @@
+"""Errors of the launch layer, defined once."""
+
+from __future__ import annotations
+
+
+class LaunchError(Exception):
+    """Base class of errors raised by launchers and the controller."""
+
+
+class NodeFailedError(LaunchError):
+    """A node of the program failed; raised by `controller.wait()`.
+
+    Attributes:
+      program: the program's name.
+      node: 'label/index' of the node that failed first.
+      reason: what happened (the exception, or the exit code or signal of its process).
+      node_traceback: the node's formatted traceback, when there is one.
+    """
+
+    def __init__(self, program: str, node: str, reason: str, node_traceback: str = ""):
+        message = f"Node {node} of program {program!r} failed: {reason}"
+        if node_traceback:
+            message += f"\n\nTraceback of node {node}:\n{node_traceback.rstrip()}"
+        super().__init__(message)
+        self.program = program
+        self.node = node
+        self.reason = reason
+        self.node_traceback = node_traceback
+
+    def __reduce__(self):
+        return (type(self), (self.program, self.node, self.reason, self.node_traceback))
+
+
+class NodeNotReadyError(LaunchError, TimeoutError):
+    """A node's address was asked for, but the node did not register it in time (or will
+    never: it finished, failed, or the program stopped)."""
+
+
+class UnknownNodeError(LaunchError, LookupError):
+    """A handle or address names a node the program does not have."""
+
+
+class ProgramStoppedError(LaunchError, RuntimeError):
+    """The program has stopped; nothing more can be asked of its controller."""

@@ -1,0 +1,148 @@
+"""`lp.launch`: turns a program into running nodes under a controller.
+
+The launch type picks the launcher module; every launcher shares what is written here:
+validating the program, making its controller, and linking the program to it so handles
+can be dereferenced in the launching process.
+"""
+
+from __future__ import annotations
+
+import enum
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from absl import flags
+
+from launchpad.launch import local_mt, test_mt
+from launchpad.launch.controller import Controller
+from launchpad.program import Program
+
+_DEFAULT_LAUNCH_TYPE = "local_mt"
+_DEFAULT_TERMINATION_NOTICE_SECS = 10.0
+
+
+class LaunchType(str, enum.Enum):
+    """Where a program's nodes run."""
+
+    LOCAL_MULTI_THREADING = "local_mt"
+    LOCAL_MULTI_PROCESSING = "local_mp"
+    TEST_MULTI_THREADING = "test_mt"
+    TEST_MULTI_PROCESSING = "test_mp"
+
+
+# Each launcher module has launch(program, controller, **options) and may have
+# validate(**options), called before anything starts.
+_LAUNCHERS = {
+    LaunchType.LOCAL_MULTI_THREADING: local_mt,
+    LaunchType.TEST_MULTI_THREADING: test_mt,
+}
+
+
+def _define_flags(flag_values: flags.FlagValues) -> None:
+    flags.DEFINE_string(
+        "lp_launch_type", None,
+        f"How to launch a Launchpad program: {', '.join(t.value for t in LaunchType)}; "
+        f"used when lp.launch() is given no launch_type (default {_DEFAULT_LAUNCH_TYPE}).",
+        flag_values=flag_values)
+    flags.DEFINE_float(
+        "lp_termination_notice_secs", None,
+        "Seconds nodes get to finish after a stop before they are ended "
+        f"(default {_DEFAULT_TERMINATION_NOTICE_SECS:g}).", flag_values=flag_values)
+
+
+# Defining is not parsing: the flags exist so that `app.run` accepts them on the command line.
+if "lp_launch_type" not in flags.FLAGS:
+    _define_flags(flags.FLAGS)
+
+
+def _flag_value(name: str) -> Any:
+    """Reads a launch flag now: from the app's parsed flags, else straight from sys.argv."""
+    if flags.FLAGS.is_parsed():
+        return flags.FLAGS[name].value
+    own = flags.FlagValues()
+    _define_flags(own)
+    own(sys.argv[:1] + [a for a in sys.argv[1:] if a.startswith("--lp_")], known_only=True)
+    return own[name].value
+
+
+def _launch_type(launch_type: LaunchType | str | None) -> LaunchType:
+    if launch_type is None:
+        launch_type = _flag_value("lp_launch_type") or _DEFAULT_LAUNCH_TYPE
+    try:
+        launch_type = LaunchType(launch_type)
+    except ValueError:
+        raise ValueError(f"Unknown launch_type {launch_type!r}; launch types: "
+                         f"{', '.join(t.value for t in LaunchType)}") from None
+    if launch_type not in _LAUNCHERS:
+        raise ValueError(
+            f"launch_type {launch_type.value!r} is not available in this version; available: "
+            f"{', '.join(t.value for t in _LAUNCHERS)}")
+    return launch_type
+
+
+def _check_program(program: Any) -> Program:
+    if not isinstance(program, Program):
+        raise TypeError(f"lp.launch expects a Program (or a list of them), got {program!r}")
+    if not program.get_all_nodes():
+        raise ValueError(f"Program {program.name!r} has no nodes to launch")
+    link = program.launch_link
+    if link is not None and not link.stop_event.is_set():
+        raise ValueError(f"Program {program.name!r} is already running; stop it (and wait) "
+                         "before launching it again")
+    return program
+
+
+def _check_local_resources(program: Program, local_resources: dict | None) -> None:
+    unknown = sorted(set(local_resources or {}) - set(program.groups))
+    if unknown:
+        raise ValueError(f"local_resources names groups {unknown} that program "
+                         f"{program.name!r} does not have; its groups: {sorted(program.groups)}")
+
+
+def launch(programs: Program | Sequence[Program],
+           launch_type: LaunchType | str | None = None,
+           local_resources: dict | None = None,
+           test_case: Any = None,
+           terminal: str | None = None,
+           *,
+           serialize_py_nodes: bool | None = None,
+           termination_notice_secs: float | None = None) -> Controller | list[Controller]:
+    """Launches a program (or several) and returns its controller (or a list of them).
+
+    Args:
+      programs: the program, or a list of programs, to launch.
+      launch_type: a LaunchType or its value; None reads --lp_launch_type (default local_mt).
+      local_resources: per-group settings for process launchers (group label -> settings);
+        thread launchers check the labels and need nothing else.
+      test_case: for test_* launch types, the unittest.TestCase (or pytest `request`) whose
+        cleanup stops the program; a node failure then fails the test.
+      terminal: where process launchers send node output; thread launchers share the
+        launching process's own output.
+      serialize_py_nodes: pickle and unpickle each node before it runs in a thread, to catch
+        unpicklable nodes early (default: True for test_mt, False for local_mt).
+      termination_notice_secs: seconds nodes get to finish after a stop (default 10, or
+        --lp_termination_notice_secs).
+
+    Raises:
+      ValueError, TypeError: bad programs or options, named in the message.
+    """
+    del terminal  # only process launchers have terminals
+    single = isinstance(programs, Program)
+    checked = [_check_program(p) for p in ([programs] if single else list(programs))]
+    launcher = _LAUNCHERS[_launch_type(launch_type)]
+    options = {"test_case": test_case, "serialize_py_nodes": serialize_py_nodes}
+    if hasattr(launcher, "validate"):
+        launcher.validate(**options)
+    for program in checked:
+        _check_local_resources(program, local_resources)
+    if termination_notice_secs is None:
+        termination_notice_secs = (_flag_value("lp_termination_notice_secs")
+                                   or _DEFAULT_TERMINATION_NOTICE_SECS)
+    controllers = []
+    for program in checked:
+        controller = Controller(program, termination_notice_secs=termination_notice_secs)
+        program.launch_link = controller.launcher_context
+        launcher.launch(program, controller, **options)
+        controllers.append(controller)
+    return controllers[0] if single else controllers

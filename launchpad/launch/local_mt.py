@@ -1,0 +1,73 @@
+"""local_mt: every node of the program is a thread of the launching process.
+
+Each thread runs its node inside the node's own context. A thread cannot be killed: a node
+that ignores the stop event past the grace period is left behind, with a warning naming it.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import cloudpickle
+
+from launchpad import context
+from launchpad.launch.controller import Controller
+from launchpad.nodes.base import Node
+from launchpad.program import Program
+
+
+class ThreadWorker:
+    """A node running in a thread of this process."""
+
+    def __init__(self, controller: Controller, node: Node):
+        self.name = node.name
+        self._controller = controller
+        self._node = node
+        self._context = controller.node_context(node.label, node.index)
+        self._thread = threading.Thread(
+            target=self._run, name=f"lp:{controller.program_name}:{node.name}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        token = context.enter(self._context)
+        try:
+            self._node.run()
+        except BaseException as e:  # noqa: BLE001 - a node's failure is the controller's to judge
+            self._controller.node_raised(self._node.label, self._node.index, e)
+        else:
+            self._controller.node_finished(self._node.label, self._node.index)
+        finally:
+            context.leave(token)
+
+    def join(self, timeout: float) -> bool:
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def terminate(self) -> bool:
+        return False
+
+
+def _roundtrip(node: Node) -> Node:
+    """Pickles and unpickles a node as a process launcher would, naming it if that fails."""
+    try:
+        return cloudpickle.loads(cloudpickle.dumps(node))
+    except Exception as e:
+        raise ValueError(f"Node {node.name} cannot be serialized ({type(e).__name__}: {e}); "
+                         "its function, class and arguments must be picklable") from e
+
+
+def launch(program: Program, controller: Controller, *, serialize_py_nodes: bool | None,
+           default_serialize: bool = False, **unused: Any) -> None:
+    """Starts one thread per node of `program` under `controller`."""
+    serialize = default_serialize if serialize_py_nodes is None else serialize_py_nodes
+    nodes = program.get_all_nodes()
+    if serialize:
+        nodes = [_roundtrip(node) for node in nodes]
+    workers = [ThreadWorker(controller, node) for node in nodes]
+    for worker in workers:
+        controller.add_worker(worker)
+    for worker in workers:
+        worker.start()

@@ -1,0 +1,170 @@
+"""What every node type shares: the node (what runs) and its handle (what others hold).
+
+A node describes its work; a launcher decides where it runs (a thread, a process, a job) and
+calls `node.run()` there, inside the node's context (launchpad.context). Handles found anywhere
+in a node's arguments - in lists, tuples, namedtuples, dicts, sets, dataclasses or `Deferred`
+constructors - are turned into clients in the node's own process, just before its code runs.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from launchpad import context
+from launchpad.address import Address
+
+if TYPE_CHECKING:
+    from launchpad.program import Program
+
+
+class Handle(abc.ABC):
+    """A reference to a node of a program; `dereference()` gives a client of it.
+
+    A handle pickles as (program name, label, index, options): it finds its program's
+    controller through the context of the process that dereferences it.
+    """
+
+    def __init__(self, node: "Node"):
+        self._program_name = node.program_name
+        self._label = node.label
+        self._index = node.index
+        self._program: Program | None = node.program  # not pickled: launching process only
+
+    @property
+    def node_name(self) -> str:
+        return f"{self._label}/{self._index}"
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_program": None}
+
+    @abc.abstractmethod
+    def dereference(self) -> Any:
+        """Returns a client of the node in the running program."""
+
+    def _program_context(self) -> context.NodeContext:
+        """The running program's context as seen from here (a node, or the launcher)."""
+        found = context.current_or_none()
+        if found is not None and found.program_name == self._program_name:
+            return found
+        if self._program is not None and self._program.launch_link is not None:
+            return self._program.launch_link
+        raise context.NoContextError(
+            f"Handle of node {self.node_name} of program {self._program_name!r} can only be "
+            "dereferenced in a node of that program, or after lp.launch() of it")
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self._program_name}:{self.node_name}>"
+
+
+class UnservedHandle(Handle):
+    """Handle of a node that serves nothing (PyNode, PyClassNode): it cannot be called."""
+
+    def dereference(self) -> Any:
+        raise TypeError(
+            f"Node {self.node_name} of program {self._program_name!r} serves no methods, so "
+            "its handle cannot be dereferenced; use lp.CourierNode to call a node")
+
+
+class Node(abc.ABC):
+    """Base of every node type."""
+
+    def __init__(self):
+        self.program: Program | None = None
+        self.program_name = ""
+        self.label = ""
+        self.index = -1
+        self.addresses: list[Address] = []
+
+    def is_added(self) -> bool:
+        return self.program is not None
+
+    def bind_to_program(self, program: "Program", label: str, index: int) -> None:
+        """Called by `Program.add_node`: the node's place in its program."""
+        self.program = program
+        self.program_name = program.name
+        self.label = label
+        self.index = index
+        for address in self.addresses:
+            address.attach(label, index)
+
+    @property
+    def name(self) -> str:
+        return f"{self.label}/{self.index}"
+
+    def allocate_address(self, name: str) -> Address:
+        """Reserves a named address for this node (a port it serves on besides courier)."""
+        if not name:
+            raise ValueError("An allocated address needs a name ('' is the node's own)")
+        if any(a.name == name for a in self.addresses):
+            raise ValueError(f"Node already has an address named {name!r}")
+        address = Address(name)
+        if self.program is not None:
+            address.attach(self.label, self.index)
+        self.addresses.append(address)
+        return address
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "program": None}
+
+    @abc.abstractmethod
+    def create_handle(self) -> Handle:
+        """The handle `Program.add_node` returns for this node."""
+
+    @abc.abstractmethod
+    def run(self) -> None:
+        """Runs the node inside its context; returns when the node is done."""
+
+    @abc.abstractmethod
+    def default_label(self) -> str:
+        """The group label `make_program` uses for this node."""
+
+    def __repr__(self) -> str:
+        where = f" {self.name}" if self.program is not None else ""
+        return f"<{type(self).__name__}{where} {self.default_label()}>"
+
+
+class Deferred:
+    """A constructor call made in the node's process, after handles in its arguments became
+    clients: `lp.Deferred(make_env, seed)` passes `make_env(seed)` to the node."""
+
+    def __init__(self, ctor: Callable[..., Any], /, *args, **kwargs):
+        if not callable(ctor):
+            raise TypeError(f"Deferred needs a callable, got {ctor!r}")
+        self._ctor = ctor
+        self._args = args
+        self._kwargs = kwargs
+
+    def build(self) -> Any:
+        return self._ctor(*dereference_all(self._args), **dereference_all(self._kwargs))
+
+    def __repr__(self) -> str:
+        return f"Deferred({getattr(self._ctor, '__qualname__', self._ctor)!r})"
+
+
+def dereference_all(value: Any) -> Any:
+    """Returns `value` with every handle replaced by its client and every Deferred built."""
+    if isinstance(value, Handle):
+        return value.dereference()
+    if isinstance(value, Deferred):
+        return value.build()
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        return type(value)(*(dereference_all(v) for v in value))
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return type(value)(dereference_all(v) for v in value)
+    if isinstance(value, dict):
+        rebuilt = {k: dereference_all(v) for k, v in value.items()}
+        if type(value) is dict:
+            return rebuilt
+        copy = value.copy()  # keeps OrderedDict / defaultdict and their settings
+        copy.update(rebuilt)
+        return copy
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        changes = {f.name: dereference_all(getattr(value, f.name))
+                   for f in dataclasses.fields(value) if f.init}
+        if all(changes[k] is getattr(value, k) for k in changes):
+            return value
+        return dataclasses.replace(value, **changes)
+    return value

@@ -1,0 +1,103 @@
+"""`CourierNode`: an object whose public methods other nodes call through its handle.
+
+How it runs: bind a courier server on a free port, register the address with the program's
+controller, build the object (its handles become clients), then serve. If the object has a
+`run()`, the node is done when it returns; otherwise it serves until the program stops.
+Registering before building lets two nodes hold each other's handles (see `configure`).
+Its handle dereferences to a `courier.Client` that finds the address through the controller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from launchpad import context
+from launchpad.courier import client as courier_client
+from launchpad.courier import server as courier_server
+from launchpad.nodes import base, python
+
+_SERVER_OPTIONS = frozenset({"thread_pool_size"})
+_CLIENT_OPTIONS = frozenset({"call_timeout", "wait_for_ready", "connect_timeout", "compress"})
+
+
+def _check_options(kind: str, given: dict | None, allowed: frozenset) -> dict:
+    given = dict(given or {})
+    unknown = sorted(set(given) - allowed)
+    if unknown:
+        raise ValueError(f"Unknown {kind} option(s) {unknown}; allowed: {sorted(allowed)}")
+    return given
+
+
+class ControllerResolver:
+    """Finds a node's address by asking the program's controller (picklable)."""
+
+    def __init__(self, controller_address: str, token: str, label: str, index: int,
+                 name: str = ""):
+        self._controller_address = controller_address
+        self._token = token
+        self._label = label
+        self._index = index
+        self._name = name
+
+    def resolve(self, timeout: float) -> str:
+        controller = courier_client.Client(self._controller_address, token=self._token,
+                                           connect_timeout=min(timeout, 10.0))
+        try:
+            return controller.address_of(self._label, self._index, self._name, timeout)
+        finally:
+            controller.close()
+
+    def __repr__(self) -> str:
+        return f"<node {self._label}/{self._index}>"
+
+
+class CourierHandle(base.Handle):
+    """Dereferences to a courier client of the node."""
+
+    def __init__(self, node: "CourierNode", client_kwargs: dict):
+        super().__init__(node)
+        self._client_kwargs = client_kwargs
+
+    def dereference(self) -> courier_client.Client:
+        program = self._program_context()
+        resolver = ControllerResolver(program.controller_address, program.token,
+                                      self._label, self._index)
+        return courier_client.Client(resolver, token=program.token, **self._client_kwargs)
+
+
+class CourierNode(python.PyClassNode):
+    """Serves the public methods of `cls(*args, **kwargs)` to other nodes.
+
+    Args:
+      cls: the class (or factory) of the served object.
+      courier_kwargs: server options: `thread_pool_size` (calls served at once).
+      courier_client_kwargs: options of the clients its handle gives: `call_timeout`,
+        `wait_for_ready`, `connect_timeout`, `compress` (see courier.Client).
+    """
+
+    def __init__(self, cls: Callable[..., Any], *args,
+                 courier_kwargs: dict | None = None,
+                 courier_client_kwargs: dict | None = None, **kwargs):
+        super().__init__(cls, *args, **kwargs)
+        self._server_kwargs = _check_options("courier_kwargs", courier_kwargs, _SERVER_OPTIONS)
+        self._client_kwargs = _check_options(
+            "courier_client_kwargs", courier_client_kwargs, _CLIENT_OPTIONS)
+
+    def create_handle(self) -> base.Handle:
+        return CourierHandle(self, self._client_kwargs)
+
+    def run(self) -> None:
+        node = context.current()
+        server = courier_server.Server(None, host=node.bind_host, token=node.token,
+                                       **self._server_kwargs)
+        node.addresses.register(self.label, self.index, "", server.start())
+        try:
+            instance = self.build()
+            server.serve(instance)
+            if self.runs_object(instance):
+                instance.run()
+            else:
+                node.stop_event.wait()
+        finally:
+            server.stop()

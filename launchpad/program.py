@@ -1,0 +1,94 @@
+"""`Program`: the graph of nodes a user builds and a launcher runs.
+
+A program is a dict of groups (label -> nodes). `add_node` returns the node's handle; passing
+that handle to another node's constructor is the edge. Nothing runs until `lp.launch`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from launchpad.nodes.base import Node
+
+
+class Program:
+    """A named graph of nodes grouped by label."""
+
+    def __init__(self, name: str):
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"A program needs a non-empty name, got {name!r}")
+        self._name = name
+        self._groups: dict[str, list[Node]] = {}
+        self._current_group: str | None = None
+        self.launch_link: Any = None  # set by the launcher while the program runs
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def groups(self) -> dict[str, list["Node"]]:
+        """label -> the nodes of that group, in the order they were added."""
+        return self._groups
+
+    def add_node(self, node: "Node", label: str | None = None) -> Any:
+        """Adds `node` to the group `label` (or the open `group()`); returns its handle.
+
+        Raises:
+          ValueError: no label and no open group, a label contradicting the open group, or a
+            node added twice.
+          TypeError: `node` is not a launchpad node.
+        """
+        from launchpad.nodes.base import Node
+        if not isinstance(node, Node):
+            raise TypeError(f"Program.add_node expects a launchpad node, got {node!r}; "
+                            "wrap functions in lp.PyNode and classes in lp.CourierNode")
+        if label is not None and not isinstance(label, str):
+            raise TypeError(f"label must be a string, got {label!r}")
+        if label and self._current_group and label != self._current_group:
+            raise ValueError(
+                f"Label {label!r} does not match the current group {self._current_group!r}: "
+                "inside program.group(...) omit the label or pass the group's own")
+        label = label or self._current_group
+        if not label:
+            raise ValueError("Label should not be empty: pass label= to add_node or add the "
+                             "node inside `with program.group(label):`")
+        if node.is_added():
+            raise ValueError(f"{node!r} is already in a program (as {node.label!r}); "
+                             "create a new node object for each node of the program")
+        group = self._groups.setdefault(label, [])
+        node.bind_to_program(self, label, len(group))
+        group.append(node)
+        return node.create_handle()
+
+    @contextlib.contextmanager
+    def group(self, label: str) -> Iterator[None]:
+        """Adds every node added inside the `with` block to the group `label`."""
+        if not isinstance(label, str) or not label:
+            raise ValueError(f"Group label must be a non-empty string, got {label!r}")
+        if self._current_group is not None:
+            raise ValueError(f"group({label!r}) cannot be nested in group"
+                             f"({self._current_group!r})")
+        self._current_group = label
+        try:
+            yield
+        finally:
+            self._current_group = None
+
+    def get_all_nodes(self) -> list["Node"]:
+        return [node for nodes in self._groups.values() for node in nodes]
+
+    def __repr__(self) -> str:
+        sizes = ", ".join(f"{label}: {len(nodes)}" for label, nodes in self._groups.items())
+        return f"Program({self._name!r}, {{{sizes}}})"
+
+
+def make_program(*nodes: "Node", name: str = "launchpad") -> Program:
+    """Builds a program from nodes, each in a group named after what it runs."""
+    program = Program(name)
+    for node in nodes:
+        program.add_node(node, label=node.default_label())
+    return program

@@ -1,0 +1,132 @@
+"""Fixtures of the courier tests: real servers on real ports, stopped and closed after each test.
+
+`serve(obj, **server_kwargs)` starts a `courier.Server` on a free port (port 0) and returns it;
+`connect(target, **client_kwargs)` returns a `courier.Client` of a server (or of an address).
+Every server and client a test makes through them is stopped or closed when the test ends, and
+every `Blocker` handed out is released first, so no handler thread stays blocked.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from launchpad import courier
+
+TOKEN = "test-secret-token"
+
+
+class Blocker:
+    """A pair of events: `entered` is set when a method starts blocking, `release` ends it."""
+
+    def __init__(self):
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def block(self, timeout: float = 10.0) -> bool:
+        self.entered.set()
+        return self.release.wait(timeout)
+
+
+class Service:
+    """A small object to serve: the behaviours the client and server tests call."""
+
+    def __init__(self):
+        self.blocker = Blocker()
+        self.calls = 0
+        self._lock = threading.Lock()
+
+    def add(self, a, b=0):
+        return a + b
+
+    def echo(self, *args, **kwargs):
+        return args, kwargs
+
+    def identity(self, value):
+        return value
+
+    def ping(self):
+        with self._lock:
+            self.calls += 1
+        return "pong"
+
+    def nothing(self):
+        return None
+
+    def block(self):
+        """Blocks until the test releases it (or 10 s pass); returns whether it was released."""
+        return self.blocker.block()
+
+    def raise_key_error(self, key):
+        return {}[key]
+
+    def raise_value_error(self, message):
+        raise ValueError(message)
+
+    def unpicklable_result(self):
+        return threading.Lock()
+
+    def _private(self):
+        return "secret"
+
+    def __call__(self, x):
+        return ("called", x)
+
+
+@pytest.fixture
+def serve():
+    """Factory: starts a server for an object on a free port; stops it after the test."""
+    servers: list[courier.Server] = []
+    blockers: list[Blocker] = []
+
+    def start(obj, **server_kwargs) -> courier.Server:
+        server = courier.Server(obj, **server_kwargs)
+        servers.append(server)
+        if isinstance(obj, Service):
+            blockers.append(obj.blocker)
+        server.start()
+        return server
+
+    yield start
+    for blocker in blockers:
+        blocker.release.set()
+    for server in servers:
+        server.stop()
+
+
+@pytest.fixture
+def connect():
+    """Factory: a client of a server (or of an address string); closed after the test."""
+    clients: list[courier.Client] = []
+
+    def make(target, **client_kwargs) -> courier.Client:
+        address = target.address if isinstance(target, courier.Server) else target
+        client_kwargs.setdefault("connect_timeout", 5.0)
+        client = courier.Client(address, **client_kwargs)
+        clients.append(client)
+        return client
+
+    yield make
+    for client in clients:
+        client.close()
+
+
+@pytest.fixture
+def service():
+    """A fresh `Service`; its blocker is released at teardown even if no server served it."""
+    obj = Service()
+    yield obj
+    obj.blocker.release.set()
+
+
+@pytest.fixture
+def server(serve, service):
+    """A started server of `service` that requires `TOKEN`."""
+    return serve(service, token=TOKEN)
+
+
+@pytest.fixture
+def client(connect, server):
+    """A client of `server` with the right token."""
+    return connect(server, token=TOKEN)
