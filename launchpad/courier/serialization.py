@@ -68,8 +68,18 @@ def encode_frame(kind: Kind, call_id: int, name: str, parts: list) -> list:
 
 
 def decode_message(message: bytes) -> list[Frame]:
-    """Splits a received message into frames, without copying payloads."""
-    view = memoryview(message)
+    """Splits a received message into frames, without copying payloads.
+
+    Raises:
+      ValueError: the message is not a well-formed sequence of frames.
+    """
+    try:
+        return _decode_frames(memoryview(message))
+    except (struct.error, UnicodeDecodeError, ValueError) as e:
+        raise ValueError(f"Malformed courier message ({len(message)} bytes): {e}") from e
+
+
+def _decode_frames(view: memoryview) -> list[Frame]:
     frames = []
     offset = 0
     while offset < len(view):
@@ -83,6 +93,8 @@ def decode_message(message: bytes) -> list[Frame]:
         for length in lengths:
             chunks.append(view[offset:offset + length])
             offset += length
+        if offset > len(view):
+            raise ValueError("a frame is longer than the message")
         frames.append(Frame(Kind(kind), call_id, name, chunks[0], chunks[1:]))
     return frames
 

@@ -153,7 +153,7 @@ class Server:
                 raise errors.ServerUnavailableError(
                     f"Courier server at {self._address} stopped before serving {name!r}")
             method = self._method(name)
-            args, kwargs = frame.load()
+            args, kwargs = _load_arguments(frame)
             # A batched handler answers with a Future: the reply is sent when it completes.
             method = getattr(method, "__courier_submit__", method)
             result = method(*args, **kwargs)
@@ -174,6 +174,15 @@ class Server:
         if not callable(method):
             raise errors.UnknownMethodError(name, public_methods(self._obj), self._address)
         return method
+
+
+def _load_arguments(frame: serialization.Frame) -> tuple[tuple, dict]:
+    try:
+        return frame.load()
+    except Exception as e:  # noqa: BLE001 - e.g. a class the server cannot import
+        raise errors.SerializationError(
+            f"Cannot unpickle the arguments of {frame.name!r} on the server: "
+            f"{type(e).__name__}: {e}") from e
 
 
 def _replies(outbox: queue.SimpleQueue) -> Iterator[bytes]:

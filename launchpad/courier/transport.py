@@ -128,5 +128,5 @@ def error_for_broken_stream(error: grpc.RpcError, address: str) -> errors.Courie
             "(is the client from another program or launch?)")
     details = error.details() if hasattr(error, "details") else str(error)
     return errors.ServerUnavailableError(
-        f"Lost the connection to the courier server at {address} with a call in flight "
+        f"Courier server at {address} is unreachable or went away before answering "
         f"({code.name if code else 'unknown status'}: {details})")

@@ -152,7 +152,7 @@ def test_nested_arguments_are_stacked_per_leaf_and_results_unstacked(serve, conn
     ]
     results = [f.result(timeout=5) for f in futures]
     assert obj.seen == [(dict, (2, 3), (2,), tuple, (2, 1), Point, (2,), None)]
-    for i, result in zip((1, 2), results):
+    for i, result in zip((1, 2), results, strict=True):
         assert set(result) == {"total", "pair", "point", "nothing"}
         assert result["total"] == 3 * i + i
         assert isinstance(result["pair"], tuple)

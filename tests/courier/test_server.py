@@ -8,7 +8,6 @@ import os
 import struct
 import threading
 
-import portpicker
 import pytest
 
 from launchpad import courier
@@ -258,14 +257,6 @@ def test_client_reconnects_to_a_new_server_on_the_same_port(serve, connect, serv
                 raise
     assert replacement.calls == 1
     assert client.add(2, 2) == 4
-
-
-def test_client_before_server_on_a_reserved_port(serve, connect, service):
-    port = portpicker.pick_unused_port()
-    client = connect(f"127.0.0.1:{port}", connect_timeout=10)
-    future = client.futures.ping()
-    serve(service, port=port)
-    assert future.result(timeout=10) == "pong"
 
 
 # --- Malformed input ---

@@ -1,0 +1,346 @@
+"""Programs launched for real, one body for every thread launcher (local_mt, test_mt)."""
+
+import dataclasses
+import threading
+
+import numpy as np
+import pytest
+
+import launchpad as lp
+from launchpad import courier
+
+TIMEOUT = 20
+
+
+class Producer:
+    def work(self, x):
+        return x * x
+
+
+class Consumer:
+    def __init__(self, producers, results):
+        self._producers = producers
+        self._results = results
+
+    def run(self):
+        futures = [p.futures.work(i) for i, p in enumerate(self._producers)]
+        self._results.put(sum(f.result() for f in futures))
+        lp.stop()
+
+
+class ResultBox:
+    """Collects a value from a node; picklable by reference to a module-level registry."""
+
+    _boxes: dict = {}
+
+    def __init__(self):
+        self._key = id(self)
+        self._boxes[self._key] = (threading.Event(), [])
+
+    def __getstate__(self):
+        return {"_key": self._key}
+
+    def put(self, value):
+        event, values = self._boxes[self._key]
+        values.append(value)
+        event.set()
+
+    def get(self, timeout=TIMEOUT):
+        event, values = self._boxes[self._key]
+        assert event.wait(timeout), "no result within the timeout"
+        return values[0]
+
+
+def test_consumer_producers(launch):
+    results = ResultBox()
+    program = lp.Program("consumer_producers")
+    with program.group("producer"):
+        producers = [program.add_node(lp.CourierNode(Producer)) for _ in range(4)]
+    program.add_node(lp.CourierNode(Consumer, producers, results), label="consumer")
+    controller = launch(program)
+    assert controller.wait(TIMEOUT)
+    assert results.get() == 0 + 1 + 4 + 9
+
+
+class Echo:
+    def echo(self, x):
+        return x
+
+
+def test_handle_dereferenced_in_the_launching_process_is_a_client(launch):
+    program = lp.Program("p")
+    handle = program.add_node(lp.CourierNode(Echo), label="echo")
+    launch(program)
+    client = handle.dereference()
+    array = np.arange(12, dtype=np.float32).reshape(3, 4)
+    np.testing.assert_array_equal(client.echo(array), array)
+    assert courier.list_methods(client) == ["echo"]
+
+
+@dataclasses.dataclass
+class Wiring:
+    echo: object
+    named: dict
+
+
+def _use_nested_handles(wiring, pair, results):
+    results.put((wiring.echo.echo(1), wiring.named["e"].echo(2), pair[1].echo(3)))
+
+
+def test_handles_nested_in_arguments_become_clients(launch):
+    results = ResultBox()
+    program = lp.Program("p")
+    echo = program.add_node(lp.CourierNode(Echo), label="echo")
+    program.add_node(lp.PyNode(_use_nested_handles, Wiring(echo, {"e": echo}), (0, echo),
+                               results), label="user")
+    launch(program)
+    assert results.get() == (1, 2, 3)
+
+
+class Ping:
+    def __init__(self, peer=None):
+        self._peer = peer
+
+    def ping(self, n):
+        return n if n == 0 else self._peer.ping(n - 1)
+
+
+def test_nodes_holding_each_others_handles(launch):
+    program = lp.Program("cycle")
+    a, b = lp.CourierNode(Ping), lp.CourierNode(Ping)
+    handle_a = program.add_node(a, label="a")
+    handle_b = program.add_node(b, label="b")
+    a.configure(handle_b)
+    b.configure(handle_a)
+    launch(program)
+    assert handle_a.dereference().ping(5) == 0
+
+
+class RunsOnce:
+    def __init__(self, results):
+        self._results = results
+
+    def value(self):
+        return 7
+
+    def run(self):
+        self._results.put("ran")
+
+
+def test_courier_server_stops_when_run_returns(launch):
+    results = ResultBox()
+    program = lp.Program("p")
+    handle = program.add_node(lp.CourierNode(RunsOnce, results,
+                                             courier_client_kwargs={"connect_timeout": 1}),
+                              label="once")
+    program.add_node(lp.CourierNode(Echo), label="keeps_program_alive")
+    controller = launch(program)
+    assert results.get() == "ran"
+    with pytest.raises((courier.ServerUnavailableError, lp.NodeNotReadyError)):
+        handle.dereference().value()
+    assert not controller.wait(0)
+
+
+def test_courier_node_without_run_serves_until_stop(launch):
+    program = lp.Program("p")
+    handle = program.add_node(lp.CourierNode(Echo), label="echo")
+    controller = launch(program)
+    assert handle.dereference().echo("still here") == "still here"
+    assert not controller.wait(0)
+    lp.stop()  # from the launching process
+    assert controller.wait(TIMEOUT)
+
+
+def _finish(results, i):
+    results.put(i)
+
+
+def test_program_ends_when_every_node_has_finished(launch):
+    results = ResultBox()
+    program = lp.Program("p")
+    with program.group("worker"):
+        for i in range(3):
+            program.add_node(lp.PyNode(_finish, results, i))
+    controller = launch(program)
+    assert controller.wait(TIMEOUT)
+
+
+def _raise_in_run():
+    raise KeyError("boom in run")
+
+
+class FailsInConstructor:
+    def __init__(self):
+        raise ValueError("boom in constructor")
+
+
+@pytest.mark.parametrize("node, expected", [
+    (lp.PyNode(_raise_in_run), "KeyError: 'boom in run'"),
+    (lp.CourierNode(FailsInConstructor), "ValueError: boom in constructor"),
+])
+def test_failing_node_stops_the_program_and_is_named(node, expected, no_leaked_threads):
+    program = lp.Program("failing")
+    program.add_node(node, label="bad")
+    program.add_node(lp.CourierNode(Echo), label="server")
+    controller = lp.launch(program, launch_type="local_mt")
+    with pytest.raises(lp.NodeFailedError, match="bad/0") as info:
+        controller.wait(TIMEOUT)
+    assert info.value.node == "bad/0" and expected in info.value.reason
+    assert expected in info.value.node_traceback
+    with pytest.raises(lp.NodeFailedError):  # every later wait says the same
+        controller.wait(TIMEOUT)
+
+
+def test_a_node_failure_fails_the_test_under_test_mt(no_leaked_threads):
+    import unittest
+
+    class Case(unittest.TestCase):
+        def runTest(self):
+            program = lp.Program("in_test")
+            program.add_node(lp.PyNode(_raise_in_run), label="bad")
+            program.add_node(lp.CourierNode(Echo), label="server")
+            lp.launch(program, launch_type="test_mt", test_case=self)
+
+    result = unittest.TestResult()
+    Case().run(result)
+    assert len(result.errors) == 1
+    assert "NodeFailedError" in result.errors[0][1] and "bad/0" in result.errors[0][1]
+
+
+class StopWatcher:
+    """Records what the stop API reports, from the node's thread and from its own thread."""
+
+    def __init__(self, results):
+        self._results = results
+
+    def run(self):
+        seen = {"before": lp.wait_for_stop(0.01)}
+        handler_ran = threading.Event()
+        lp.register_stop_handler(handler_ran.set)
+        removed = threading.Event()
+        lp.register_stop_handler(removed.set)
+        lp.unregister_stop_handler(removed.set)
+        stopper = threading.Thread(target=lp.stop)  # a thread of the node's own making
+        stopper.start()
+        stopper.join()
+        seen["after"] = lp.wait_for_stop(TIMEOUT)
+        seen["event"] = lp.stop_event().is_set()
+        seen["handler"] = handler_ran.wait(TIMEOUT)
+        seen["removed_handler_ran"] = removed.is_set()
+        self._results.put(seen)
+
+
+def test_stop_api_from_a_node_and_from_its_threads(launch):
+    results = ResultBox()
+    program = lp.Program("stopping")
+    program.add_node(lp.PyClassNode(StopWatcher, results), label="watcher")
+    controller = launch(program)
+    assert controller.wait(TIMEOUT)
+    assert results.get() == {"before": False, "after": True, "event": True, "handler": True,
+                             "removed_handler_ran": False}
+
+
+def test_unregistering_an_unknown_handler_is_an_error(launch):
+    program = lp.Program("p")
+    program.add_node(lp.CourierNode(Echo), label="echo")
+    launch(program)
+    with pytest.raises(ValueError, match="not a registered stop handler"):
+        lp.unregister_stop_handler(print)
+
+
+def test_stop_api_outside_any_program_says_where_it_works():
+    with pytest.raises(RuntimeError, match="No launchpad program is running"):
+        lp.stop()
+
+
+def test_two_programs_in_one_process_do_not_interfere(launch):
+    first, second = lp.Program("first"), lp.Program("second")
+    handle_1 = first.add_node(lp.CourierNode(Echo), label="echo")
+    handle_2 = second.add_node(lp.CourierNode(Echo), label="echo")
+    controller_1, controller_2 = launch(first), launch(second)
+    with pytest.raises(RuntimeError, match="Several programs"):
+        lp.stop()
+    controller_1.stop()
+    assert controller_1.wait(TIMEOUT)
+    assert handle_2.dereference().echo(2) == 2 and not controller_2.wait(0)
+    with pytest.raises(courier.ServerUnavailableError):
+        handle_1.dereference().echo(1)
+
+
+def test_client_of_another_launch_is_refused(launch):
+    program = lp.Program("p")
+    handle = program.add_node(lp.CourierNode(Echo), label="echo")
+    launch(program)
+    client = handle.dereference()
+    client.echo(0)
+    intruder = courier.Client(client.address, token="not-the-token")
+    with pytest.raises(courier.PermissionDeniedError):
+        intruder.echo(1)
+    intruder.close()
+
+
+def test_wait_with_timeout_returns_false_while_running_and_context_manager_stops(launch):
+    program = lp.Program("p")
+    program.add_node(lp.CourierNode(Echo), label="echo")
+    with launch(program) as controller:
+        assert controller.wait(timeout=0.05) is False
+    assert controller.wait(0)
+
+
+class Blocker:
+    """A node that ignores the stop event until the test releases it."""
+
+    release = threading.Event()
+
+    def run(self):
+        self.release.wait(TIMEOUT)
+
+
+def test_node_ignoring_stop_does_not_block_wait_past_the_grace_period(no_leaked_threads):
+    program = lp.Program("stubborn")
+    program.add_node(lp.PyClassNode(Blocker), label="blocker")
+    controller = lp.launch(program, launch_type="local_mt", termination_notice_secs=0.2)
+    controller.stop()
+    try:
+        assert controller.wait(TIMEOUT)
+    finally:
+        Blocker.release.set()
+
+
+def test_launch_type_from_the_command_line_flag(monkeypatch, no_leaked_threads):
+    monkeypatch.setattr("sys.argv", ["prog", "--lp_launch_type=local_mt", "--other=1"])
+    program = lp.Program("p")
+    program.add_node(lp.PyNode(int), label="noop")
+    assert lp.launch(program).wait(TIMEOUT)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"launch_type": "nope"}, "Unknown launch_type 'nope'"),
+    ({"launch_type": "test_mt"}, "needs test_case="),
+    ({"launch_type": "local_mt", "local_resources": {"ghost": {}}}, "groups \\['ghost'\\]"),
+])
+def test_bad_launch_arguments_are_named(kwargs, message):
+    program = lp.Program("p")
+    program.add_node(lp.PyNode(int), label="noop")
+    with pytest.raises(ValueError, match=message):
+        lp.launch(program, **kwargs)
+
+
+def test_an_empty_program_cannot_be_launched():
+    with pytest.raises(ValueError, match="has no nodes"):
+        lp.launch(lp.Program("empty"), launch_type="local_mt")
+
+
+def test_unpicklable_node_is_named_under_test_mt(request):
+    program = lp.Program("p")
+    program.add_node(lp.PyNode(print, threading.Lock()), label="locked")
+    with pytest.raises(ValueError, match="locked/0 cannot be serialized"):
+        lp.launch(program, launch_type="test_mt", test_case=request)
+
+
+def test_a_running_program_cannot_be_launched_twice(launch):
+    program = lp.Program("p")
+    program.add_node(lp.CourierNode(Echo), label="echo")
+    launch(program)
+    with pytest.raises(ValueError, match="already running"):
+        lp.launch(program, launch_type="local_mt")

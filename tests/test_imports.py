@@ -1,0 +1,54 @@
+"""What `import launchpad` costs and exposes, and the layering of DESIGN.md section 3."""
+
+import ast
+import pathlib
+import subprocess
+import sys
+
+import launchpad as lp
+
+PACKAGE = pathlib.Path(lp.__file__).parent
+
+
+def _run(code: str) -> str:
+    return subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                          text=True, timeout=60).stdout.strip()
+
+
+def test_import_launchpad_imports_neither_tensorflow_nor_reverb_and_parses_no_flags():
+    out = _run("import sys, launchpad; from absl import flags; "
+               "print([m for m in ('tensorflow', 'reverb') if m in sys.modules], "
+               "flags.FLAGS.is_parsed())")
+    assert out == "[] False"
+
+
+def test_every_public_name_is_exported_once_and_exists():
+    assert len(lp.__all__) == len(set(lp.__all__))
+    for name in lp.__all__:
+        assert hasattr(lp, name), name
+
+
+def _imports_of(path: pathlib.Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return {m for m in found if m.startswith("launchpad")}
+
+
+def _layer_imports(layer: str) -> dict[str, set[str]]:
+    return {str(p.relative_to(PACKAGE)): _imports_of(p)
+            for p in (PACKAGE / layer).rglob("*.py")}
+
+
+def test_courier_imports_nothing_else_of_the_package():
+    for module, imports in _layer_imports("courier").items():
+        outside = {m for m in imports if not m.startswith("launchpad.courier")}
+        assert not outside, f"{module} imports {outside}"
+
+
+def test_nodes_never_import_launchers():
+    for module, imports in _layer_imports("nodes").items():
+        assert not {m for m in imports if m.startswith("launchpad.launch")}, module
