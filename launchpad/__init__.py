@@ -15,6 +15,7 @@ from launchpad.courier import batched_handler, list_methods
 from launchpad.launch.controller import Controller
 from launchpad.launch.errors import (
     LaunchError,
+    NodeEndedError,
     NodeFailedError,
     NodeNotReadyError,
     ProgramStoppedError,
@@ -42,7 +43,7 @@ __all__ = [
     "courier", "batched_handler", "list_methods",
     # Launch
     "launch", "LaunchType", "Controller",
-    "LaunchError", "NodeFailedError", "NodeNotReadyError", "ProgramStoppedError",
+    "LaunchError", "NodeEndedError", "NodeFailedError", "NodeNotReadyError", "ProgramStoppedError",
     "UnknownNodeError",
     # Stop
     "stop", "wait_for_stop", "stop_event", "register_stop_handler", "unregister_stop_handler",

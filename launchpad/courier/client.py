@@ -109,12 +109,13 @@ class Client:
     def call(self, method: str, /, *args, **kwargs) -> Any:
         """Calls `method` on the server and waits for its result."""
         future = self._start(method, args, kwargs)
-        try:
-            return future.result(timeout=self._call_timeout)
-        except concurrent.futures.TimeoutError:
+        # Waiting on the future (not catching TimeoutError from result()) keeps a call that
+        # failed with a TimeoutError of its own apart from this call's deadline passing.
+        if not concurrent.futures.wait([future], timeout=self._call_timeout).done:
             error = self._timed_out(method)
             _settle(future, exception=error)  # a late reply is dropped
-            raise error from None
+            raise error
+        return future.result()
 
     def submit(self, method: str, /, *args, **kwargs) -> concurrent.futures.Future:
         """Starts a call of `method` and returns its future at once.

@@ -1,12 +1,14 @@
 """The courier server: serves every public method of one Python object over gRPC.
 
-Data flow for one client stream::
+Data flow for one client stream (leader/follower: the thread that reads a message hands
+reading on to another thread, then runs the calls it read itself, so a call costs one thread
+hand-off on the server, yet a call that blocks never stops the stream's other calls)::
 
-    gRPC stream thread          reader thread               handler pool (thread_pool_size)
-    yields replies    <-- outbox <-- reply  <-- run method <-- submit <-- decode frames <-- requests
+    gRPC stream thread               worker threads (at most thread_pool_size run calls at once)
+    yields replies  <-- outbox <--   read a message -> start the next reader -> run its calls
 
 A method that returns a `concurrent.futures.Future` (a batched handler does) is answered when
-the future completes, without holding a handler thread meanwhile. A server can start before its
+the future completes, without holding a worker meanwhile. A server can start before its
 object exists (`Server(None)` then `serve(obj)`): calls that arrive early wait for it, so a node
 can publish its address before it builds the object that answers.
 """
@@ -29,6 +31,7 @@ from launchpad.courier import errors, serialization, transport
 from launchpad.courier.serialization import Kind
 
 LIST_METHODS = "__list_methods__"
+_MAX_WORKERS = 4096
 _END = object()
 
 
@@ -66,14 +69,14 @@ class Server:
         self._host = host
         self._port = port
         self._token = token
-        self._thread_pool_size = thread_pool_size
         self._obj = obj
         self._ready = threading.Event()
         if obj is not None:
             self._ready.set()
         self._stopped = threading.Event()
         self._grpc_server: transport.GrpcServer | None = None
-        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._workers: concurrent.futures.ThreadPoolExecutor | None = None
+        self._call_slots = threading.BoundedSemaphore(thread_pool_size)
         self._context = contextvars.copy_context()
         self._address = ""
 
@@ -93,8 +96,9 @@ class Server:
         # Handlers run in the context of the thread that started the server, so code served by
         # a node sees that node's context (who am I, my program) on every handler thread.
         self._context = contextvars.copy_context()
-        self._pool = concurrent.futures.ThreadPoolExecutor(
-            self._thread_pool_size, thread_name_prefix="courier-handler")
+        # Idle workers are reused; calls running at once are bounded by _call_slots instead.
+        self._workers = concurrent.futures.ThreadPoolExecutor(
+            _MAX_WORKERS, thread_name_prefix="courier-worker")
         self._grpc_server = transport.start_server(self._stream, self._host, self._port)
         host = f"[{self._host}]" if ":" in self._host else self._host
         self._address = f"{host}:{self._grpc_server.port}"
@@ -113,8 +117,8 @@ class Server:
         self._ready.set()
         if self._grpc_server is not None:
             self._grpc_server.stop(grace)
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
+        if self._workers is not None:
+            self._workers.shutdown(wait=False, cancel_futures=True)
 
     def __enter__(self) -> "Server":
         if self._grpc_server is None:
@@ -129,21 +133,29 @@ class Server:
             transport.refuse(context)
         outbox: queue.SimpleQueue = queue.SimpleQueue()
         context.add_callback(lambda: outbox.put(_END))
-        threading.Thread(target=self._read, args=(requests, outbox),
-                         name="courier-reader", daemon=True).start()
+        self._workers.submit(self._read_next, requests, outbox)
         return _replies(outbox)
 
-    def _read(self, requests: Iterator[bytes], outbox: queue.SimpleQueue) -> None:
+    def _read_next(self, requests: Iterator[bytes], outbox: queue.SimpleQueue) -> None:
+        """Reads one message, starts the next reader, then runs the message's calls."""
         try:
-            for message in requests:
-                for frame in serialization.decode_message(message):
-                    self._pool.submit(self._context.copy().run, self._handle, frame, outbox)
-        except (grpc.RpcError, RuntimeError):
-            pass  # The client went away or the server is stopping; the stream ends below.
+            frames = serialization.decode_message(next(requests))
+            self._workers.submit(self._read_next, requests, outbox)
+        except (StopIteration, grpc.RpcError, RuntimeError):
+            return  # The client went away or the server is stopping; the stream ends.
         except ValueError as e:  # A malformed message: drop this stream, keep serving others.
             logging.warning("Courier server at %s dropped a malformed stream: %s",
                             self._address, e)
             outbox.put(_END)
+            return
+        *others, last = frames
+        for frame in others:
+            self._workers.submit(self._run, frame, outbox)
+        self._run(last, outbox)
+
+    def _run(self, frame: serialization.Frame, outbox: queue.SimpleQueue) -> None:
+        with self._call_slots:
+            self._context.copy().run(self._handle, frame, outbox)
 
     def _handle(self, frame: serialization.Frame, outbox: queue.SimpleQueue) -> None:
         name = frame.name

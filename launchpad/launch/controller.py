@@ -150,8 +150,9 @@ class Controller:
                     f"Program {self.program_name!r} is stopping; node {label}/{index} "
                     "will not be reachable")
             if (label, index) not in self._running:
-                raise errors.NodeNotReadyError(
-                    f"Node {label}/{index} of {self.program_name!r} is no longer running")
+                raise errors.NodeEndedError(
+                    f"Node {label}/{index} of {self.program_name!r} is no longer running "
+                    "(it finished or failed)")
             self._waiting.setdefault(key, []).append(future)
         timer = threading.Timer(timeout, self._expire, (key, future, timeout))
         timer.daemon = True
@@ -176,10 +177,12 @@ class Controller:
                 f"{', '.join(sorted(f'{lb}/{i}' for lb, i in self._nodes))}")
 
     def _fail_waiters(self, node: tuple, why: str) -> None:
-        """Fails lookups of a node that will never register (call with the lock held)."""
+        """Forgets a node that has ended and fails lookups of it (call with the lock held)."""
+        for key in [k for k in self._addresses if k[:2] == node]:
+            del self._addresses[key]
         for key in [k for k in self._waiting if k[:2] == node]:
             for future in self._waiting.pop(key):
-                _settle(future, exception=errors.NodeNotReadyError(
+                _settle(future, exception=errors.NodeEndedError(
                     f"No address for node {node[0]}/{node[1]}: {why}"))
 
     # --- stop and wait --------------------------------------------------------------------

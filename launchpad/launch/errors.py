@@ -32,8 +32,12 @@ class NodeFailedError(LaunchError):
 
 
 class NodeNotReadyError(LaunchError, TimeoutError):
-    """A node's address was asked for, but the node did not register it in time (or will
-    never: it finished, failed, or the program stopped)."""
+    """A node's address was asked for, but the node did not register it in time."""
+
+
+class NodeEndedError(LaunchError, ConnectionError):
+    """A node's address was asked for, but the node has finished or failed (or the program
+    stopped), so it serves nothing anymore."""
 
 
 class UnknownNodeError(LaunchError, LookupError):

@@ -14,6 +14,7 @@ from typing import Any
 
 from launchpad import context
 from launchpad.courier import client as courier_client
+from launchpad.courier import errors as courier_errors
 from launchpad.courier import server as courier_server
 from launchpad.nodes import base, python
 
@@ -41,10 +42,16 @@ class ControllerResolver:
         self._name = name
 
     def resolve(self, timeout: float) -> str:
+        # The controller runs for as long as the program does: if it cannot be reached at
+        # once, the program has stopped, and waiting would only delay the error.
         controller = courier_client.Client(self._controller_address, token=self._token,
-                                           connect_timeout=min(timeout, 10.0))
+                                           wait_for_ready=False)
         try:
             return controller.address_of(self._label, self._index, self._name, timeout)
+        except courier_errors.ServerUnavailableError as e:
+            raise courier_errors.ServerUnavailableError(
+                f"Cannot reach node {self._label}/{self._index}: its program's controller at "
+                f"{self._controller_address} is gone (the program has stopped)") from e
         finally:
             controller.close()
 

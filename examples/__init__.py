@@ -1,0 +1,1 @@
+"""Runnable Launchpad example programs; run each as `python -m examples.<name>.launch`."""

@@ -1,0 +1,1 @@
+"""Batching: a server answers many clients' concurrent single calls in stacked batches."""

@@ -1,0 +1,1 @@
+"""Consumer and producers: one consumer fans work out to N producers with futures."""

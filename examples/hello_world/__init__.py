@@ -1,0 +1,1 @@
+"""Hello world: the smallest Launchpad program (a server node and a client node)."""

@@ -1,0 +1,1 @@
+"""Program wait: a program of bounded PyNodes ends by itself; `controller.wait()` returns."""
