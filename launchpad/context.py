@@ -55,10 +55,14 @@ class NodeContext:
         return "launcher" if self.label is None else f"{self.label}/{self.index}"
 
     def add_stop_handler(self, handler: Callable[[], None]) -> None:
+        """Runs `handler` when the program stops, or at once if it is stopping already."""
         if not callable(handler):
             raise TypeError(f"A stop handler must be callable, got {handler!r}")
         with self._handlers_lock:
-            self._stop_handlers.append(handler)
+            if not self._notified:
+                self._stop_handlers.append(handler)
+                return
+        handler()
 
     def remove_stop_handler(self, handler: Callable[[], None]) -> None:
         with self._handlers_lock:

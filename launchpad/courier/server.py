@@ -74,6 +74,12 @@ class Server:
         if obj is not None:
             self._ready.set()
         self._stopped = threading.Event()
+        self._stop_lock = threading.Lock()
+        # Calls received and not yet answered, and the outboxes of open streams: stop() lets
+        # the first drain and then ends the second, so no accepted call loses its reply.
+        self._in_flight = 0
+        self._drained = threading.Condition()
+        self._outboxes: set[queue.SimpleQueue] = set()
         self._grpc_server: transport.GrpcServer | None = None
         self._workers: concurrent.futures.ThreadPoolExecutor | None = None
         self._call_slots = threading.BoundedSemaphore(thread_pool_size)
@@ -111,14 +117,27 @@ class Server:
         self._obj = obj
         self._ready.set()
 
-    def stop(self, grace: float | None = None) -> None:
-        """Stops serving; in-flight calls fail on their clients. Safe to call more than once."""
-        self._stopped.set()
-        self._ready.set()
-        if self._grpc_server is not None:
-            self._grpc_server.stop(grace)
-        if self._workers is not None:
-            self._workers.shutdown(wait=False, cancel_futures=True)
+    def stop(self, grace: float = 5.0) -> None:
+        """Stops serving, gracefully: new calls are refused, calls already received get up to
+        `grace` seconds to finish and send their replies, then every stream is closed.
+        Safe to call more than once; returns once the server has stopped."""
+        with self._stop_lock:
+            if self._stopped.is_set() and self._grpc_server is None:
+                return
+            self._stopped.set()
+            self._ready.set()  # calls waiting for an object to serve fail now
+            with self._drained:
+                if not self._drained.wait_for(lambda: self._in_flight == 0, timeout=grace):
+                    logging.warning("Courier server at %s stopped with %d call(s) unanswered "
+                                    "after %gs", self._address, self._in_flight, grace)
+                outboxes = list(self._outboxes)
+            for outbox in outboxes:
+                outbox.put(_END)
+            if self._grpc_server is not None:
+                self._grpc_server.stop(grace=1.0)  # lets the last replies leave
+                self._grpc_server = None
+            if self._workers is not None:
+                self._workers.shutdown(wait=False, cancel_futures=True)
 
     def __enter__(self) -> "Server":
         if self._grpc_server is None:
@@ -133,8 +152,17 @@ class Server:
             transport.refuse(context)
         outbox: queue.SimpleQueue = queue.SimpleQueue()
         context.add_callback(lambda: outbox.put(_END))
+        with self._drained:
+            self._outboxes.add(outbox)
         self._workers.submit(self._read_next, requests, outbox)
-        return _replies(outbox)
+        return self._replies(outbox)
+
+    def _replies(self, outbox: queue.SimpleQueue) -> Iterator[bytes]:
+        try:
+            yield from _coalesced(outbox)
+        finally:
+            with self._drained:
+                self._outboxes.discard(outbox)
 
     def _read_next(self, requests: Iterator[bytes], outbox: queue.SimpleQueue) -> None:
         """Reads one message, starts the next reader, then runs the message's calls."""
@@ -147,6 +175,16 @@ class Server:
             logging.warning("Courier server at %s dropped a malformed stream: %s",
                             self._address, e)
             outbox.put(_END)
+            return
+        with self._drained:
+            accepted = not self._stopped.is_set()
+            if accepted:
+                self._in_flight += len(frames)
+        if not accepted:
+            for frame in frames:
+                outbox.put(_error_frame(frame.call_id, errors.ServerUnavailableError(
+                    f"Courier server at {self._address} is stopping; {frame.name!r} was not "
+                    "run")))
             return
         *others, last = frames
         for frame in others:
@@ -161,7 +199,7 @@ class Server:
         name = frame.name
         try:
             self._ready.wait()
-            if self._stopped.is_set():
+            if self._obj is None:
                 raise errors.ServerUnavailableError(
                     f"Courier server at {self._address} stopped before serving {name!r}")
             method = self._method(name)
@@ -170,12 +208,20 @@ class Server:
             method = getattr(method, "__courier_submit__", method)
             result = method(*args, **kwargs)
         except BaseException as e:  # noqa: BLE001 - every failure goes back to the caller
-            outbox.put(_error_frame(frame.call_id, e))
+            self._reply(outbox, _error_frame(frame.call_id, e))
             return
         if isinstance(result, concurrent.futures.Future):
-            result.add_done_callback(lambda f: outbox.put(_future_frame(frame.call_id, name, f)))
+            result.add_done_callback(
+                lambda f: self._reply(outbox, _future_frame(frame.call_id, name, f)))
         else:
-            outbox.put(_result_frame(frame.call_id, name, result))
+            self._reply(outbox, _result_frame(frame.call_id, name, result))
+
+    def _reply(self, outbox: queue.SimpleQueue, chunks: list) -> None:
+        outbox.put(chunks)
+        with self._drained:
+            self._in_flight -= 1
+            if self._in_flight == 0:
+                self._drained.notify_all()
 
     def _method(self, name: str):
         if name == LIST_METHODS:
@@ -197,7 +243,7 @@ def _load_arguments(frame: serialization.Frame) -> tuple[tuple, dict]:
             f"{type(e).__name__}: {e}") from e
 
 
-def _replies(outbox: queue.SimpleQueue) -> Iterator[bytes]:
+def _coalesced(outbox: queue.SimpleQueue) -> Iterator[bytes]:
     """Yields one message per wake-up, made of every reply queued by then."""
     while True:
         chunks = outbox.get()

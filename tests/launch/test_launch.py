@@ -142,6 +142,29 @@ def test_courier_server_stops_when_run_returns(launch):
     assert not controller.wait(0)
 
 
+class Gate:
+    """Its run() returns because of a call: that call's reply must still arrive."""
+
+    def __init__(self):
+        self._opened = threading.Event()
+
+    def open(self):
+        self._opened.set()
+        return "opened"
+
+    def run(self):
+        self._opened.wait(TIMEOUT)
+
+
+def test_the_call_that_ends_a_node_still_gets_its_reply(launch):
+    for attempt in range(20):  # the reply raced the server's stop before stops drained calls
+        program = lp.Program(f"gate_{attempt}")
+        gate = program.add_node(lp.CourierNode(Gate), label="gate")
+        controller = launch(program)
+        assert gate.dereference().open() == "opened"
+        assert controller.wait(TIMEOUT)
+
+
 def test_courier_node_without_run_serves_until_stop(launch):
     program = lp.Program("p")
     handle = program.add_node(lp.CourierNode(Echo), label="echo")
@@ -231,6 +254,9 @@ class StopWatcher:
         seen["event"] = lp.stop_event().is_set()
         seen["handler"] = handler_ran.wait(TIMEOUT)
         seen["removed_handler_ran"] = removed.is_set()
+        late = threading.Event()
+        lp.register_stop_handler(late.set)  # registered after the stop: runs at once
+        seen["late_handler"] = late.is_set()
         self._results.put(seen)
 
 
@@ -241,7 +267,7 @@ def test_stop_api_from_a_node_and_from_its_threads(launch):
     controller = launch(program)
     assert controller.wait(TIMEOUT)
     assert results.get() == {"before": False, "after": True, "event": True, "handler": True,
-                             "removed_handler_ran": False}
+                             "removed_handler_ran": False, "late_handler": True}
 
 
 def test_unregistering_an_unknown_handler_is_an_error(launch):
