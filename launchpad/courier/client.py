@@ -20,7 +20,7 @@ import queue
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol, Union
 
 import grpc
@@ -109,6 +109,8 @@ class Client:
     def call(self, method: str, /, *args, **kwargs) -> Any:
         """Calls `method` on the server and waits for its result."""
         future = self._start(method, args, kwargs)
+        if self._call_timeout is None:
+            return future.result()
         # Waiting on the future (not catching TimeoutError from result()) keeps a call that
         # failed with a TimeoutError of its own apart from this call's deadline passing.
         if not concurrent.futures.wait([future], timeout=self._call_timeout).done:
@@ -199,11 +201,15 @@ class _ConnectionSlot:
 
 
 class _Connection:
-    """One gRPC stream to one server, and the calls in flight on it.
+    """One gRPC channel to one server, and the streams open on it.
 
-    A connection thread resolves the address, waits (bounded) for the server, then reads
-    replies until the stream ends; when it ends, every call still in flight fails and the
-    connection is `broken`, so the client opens a new one for later calls.
+    A connection thread resolves the address and waits (bounded) for the server; calls made
+    meanwhile wait in `_early` and then travel together. A call is sent on a stream only when
+    the stream is idle, or filling (its message not yet handed to gRPC), never while calls sent
+    on it before are unanswered: that is what lets the server run each call on the stream's
+    own thread. Concurrent calls therefore open more streams; calls made together share one
+    message. When a stream fails, the connection is `broken`: its calls fail, and the client
+    opens a new connection (resolving the address again) for later calls.
     """
 
     _ids = itertools.count(1)
@@ -216,80 +222,149 @@ class _Connection:
         self._wait_for_ready = wait_for_ready
         self._connect_timeout = connect_timeout
         self._compress = compress
-        self._outbox: queue.SimpleQueue = queue.SimpleQueue()
-        self._pending: dict[int, concurrent.futures.Future] = {}
         self._lock = threading.Lock()
-        self._stream = None
         self._channel = None
-        threading.Thread(target=self._run, name="courier-client", daemon=True).start()
+        self._early: list | None = []  # calls made before the server was reached
+        self._filling: _Stream | None = None
+        self._idle: list[_Stream] = []
+        self._streams: set[_Stream] = set()
+        threading.Thread(target=self._connect, name="courier-connect", daemon=True).start()
 
     def send(self, method: str, parts: list, future: concurrent.futures.Future) -> bool:
-        """Queues a call; False if the connection broke meanwhile (the caller retries)."""
+        """Sends a call; False if the connection broke meanwhile (the caller retries)."""
         call_id = next(self._ids)
+        frame = serialization.encode_frame(Kind.CALL, call_id, method, parts)
         with self._lock:
             if self.broken:
                 return False
-            self._pending[call_id] = future
-        self._outbox.put(serialization.encode_frame(Kind.CALL, call_id, method, parts))
+            if self._early is not None:
+                self._early.append((call_id, frame, future))
+                return True
+            stream = self._filling
+            if stream is None:
+                stream = self._idle.pop() if self._idle else self._open_stream()
+                self._filling = stream
+            stream.pending[call_id] = future
+        stream.outbox.put(frame)
         return True
 
     def close(self, error: Exception) -> None:
-        self._fail_all(error)
-        stream = self._stream
-        if stream is not None:
-            stream.cancel()
-
-    def _run(self) -> None:
-        try:
-            self._connect()
-            for message in self._stream:
-                self._deliver(message)
-            self._fail_all(errors.ServerUnavailableError(
-                f"Courier server at {self.address} closed the connection"))
-        except grpc.RpcError as e:
-            self._fail_all(transport.error_for_broken_stream(e, self.address))
-        except errors.CourierError as e:
-            self._fail_all(e)
-        except Exception as e:  # noqa: BLE001 - e.g. a resolver failed: report, do not hang
-            self._fail_all(e)
-        finally:
-            if self._channel is not None:
-                self._channel.close()
+        with self._lock:
+            self.broken = True
+            early, self._early = self._early or [], None
+            streams = list(self._streams)
+        for _, _, future in early:
+            _settle(future, exception=error)
+        for stream in streams:
+            stream.close(error)
+        if self._channel is not None:
+            self._channel.close()
 
     def _connect(self) -> None:
-        timeout = self._connect_timeout if self._wait_for_ready else 0.0
-        if not isinstance(self._target, str):
-            self.address = self._target.resolve(timeout if timeout is not None else 1e9)
-        self._channel = transport.open_channel(self.address, self._compress)
-        if self._wait_for_ready and timeout is not None:
-            if not transport.wait_until_ready(self._channel, timeout):
-                raise errors.ServerUnavailableError(
-                    f"Courier server at {self.address} was not reachable within "
-                    f"connect_timeout={timeout}s")
-        self._stream = transport.open_stream(
-            self._channel, self._requests(), self._token, self._wait_for_ready)
+        try:
+            timeout = self._connect_timeout if self._wait_for_ready else 0.0
+            if not isinstance(self._target, str):
+                self.address = self._target.resolve(timeout if timeout is not None else 1e9)
+            self._channel = transport.open_channel(self.address, self._compress)
+            if self._wait_for_ready and timeout is not None:
+                if not transport.wait_until_ready(self._channel, timeout):
+                    raise errors.ServerUnavailableError(
+                        f"Courier server at {self.address} was not reachable within "
+                        f"connect_timeout={timeout}s")
+        except Exception as e:  # noqa: BLE001 - e.g. a resolver failed: report, do not hang
+            self.close(e)
+            return
+        with self._lock:
+            early, self._early = self._early, None
+            if self.broken or not early:
+                return
+            stream = self._open_stream()  # the early calls travel together
+            for call_id, _, future in early:
+                stream.pending[call_id] = future
+        stream.outbox.put([chunk for _, frame, _ in early for chunk in frame])
 
-    def _requests(self):
-        """Yields one message per wake-up, made of every call queued by then."""
+    def _open_stream(self) -> "_Stream":
+        stream = _Stream(self)
+        self._streams.add(stream)
+        stream.start(transport.open_stream(
+            self._channel, stream.requests(), self._token, self._wait_for_ready))
+        return stream
+
+    def sealed(self, stream: "_Stream") -> None:
+        """The stream's message went to gRPC: later calls must go elsewhere (lock held)."""
+        if self._filling is stream:
+            self._filling = None
+
+    def answered(self, stream: "_Stream") -> None:
+        """Every call sent on the stream is answered: it can take calls again (lock held)."""
+        if not self.broken:
+            self._idle.append(stream)
+
+    def stream_failed(self, stream: "_Stream", error: Exception) -> None:
+        self.close(error)
+
+
+class _Stream:
+    """One gRPC stream of a connection: a queue of outgoing frames, a reader of replies."""
+
+    def __init__(self, connection: _Connection):
+        self.outbox: queue.SimpleQueue = queue.SimpleQueue()
+        self.pending: dict[int, concurrent.futures.Future] = {}
+        self._connection = connection
+        self._lock = connection._lock
+        self._responses = None
+
+    def start(self, responses) -> None:
+        self._responses = responses
+        threading.Thread(target=self._read, name="courier-client", daemon=True).start()
+
+    def requests(self) -> Iterator[bytes]:
+        """Yields one message per wake-up: every frame queued by then (the stream's calls)."""
         while True:
-            chunks = self._outbox.get()
+            chunks = self.outbox.get()
             if chunks is None:
                 return
-            while True:
-                try:
-                    more = self._outbox.get_nowait()
-                except queue.Empty:
-                    break
-                if more is None:
-                    yield b"".join(chunks)
-                    return
-                chunks = chunks + more
+            with self._lock:
+                while True:
+                    try:
+                        more = self.outbox.get_nowait()
+                    except queue.Empty:
+                        break
+                    if more is None:
+                        return
+                    chunks = chunks + more
+                self._connection.sealed(self)
             yield b"".join(chunks)
 
+    def close(self, error: Exception) -> None:
+        with self._lock:
+            pending, self.pending = self.pending, {}
+        for future in pending.values():
+            _settle(future, exception=error)
+        self.outbox.put(None)
+        if self._responses is not None:
+            self._responses.cancel()
+
+    def _read(self) -> None:
+        address = self._connection.address
+        try:
+            for message in self._responses:
+                self._deliver(message)
+            error: Exception = errors.ServerUnavailableError(
+                f"Courier server at {address} closed the connection")
+        except grpc.RpcError as e:
+            error = transport.error_for_broken_stream(e, address)
+        except Exception as e:  # noqa: BLE001 - a malformed reply: fail, do not hang
+            error = e
+        self._connection.stream_failed(self, error)
+
     def _deliver(self, message: bytes) -> None:
-        for frame in serialization.decode_message(message):
-            with self._lock:
-                future = self._pending.pop(frame.call_id, None)
+        frames = serialization.decode_message(message)
+        with self._lock:
+            futures = [self.pending.pop(frame.call_id, None) for frame in frames]
+            if not self.pending:
+                self._connection.answered(self)
+        for frame, future in zip(frames, futures, strict=True):
             if future is None or future.done():
                 continue  # cancelled or timed out by the caller meanwhile
             try:
@@ -299,15 +374,8 @@ class _Connection:
                     _settle(future, exception=serialization.load_exception(frame))
             except Exception as e:  # noqa: BLE001 - e.g. the result's class is unknown here
                 _settle(future, exception=errors.SerializationError(
-                    f"Cannot unpickle a reply from {self.address}: {type(e).__name__}: {e}"))
-
-    def _fail_all(self, error: Exception) -> None:
-        with self._lock:
-            self.broken = True
-            pending, self._pending = self._pending, {}
-        self._outbox.put(None)
-        for future in pending.values():
-            _settle(future, exception=error)
+                    f"Cannot unpickle a reply from {self._connection.address}: "
+                    f"{type(e).__name__}: {e}"))
 
 
 def _settle(future: concurrent.futures.Future, result: Any = None,

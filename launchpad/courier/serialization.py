@@ -53,8 +53,20 @@ class Frame:
 
 
 def dumps(obj: Any) -> list:
-    """Pickles `obj`; returns [pickle bytes, *out-of-band buffers] (buffers are not copied)."""
+    """Pickles `obj`; returns [pickle bytes, *out-of-band buffers] (buffers are not copied).
+
+    The C pickler is tried first (several times cheaper for the small values most calls
+    carry); cloudpickle takes over when it fails (lambdas, local classes) or when the pickle
+    refers to `__main__`, which names another module in the receiving process.
+    """
     buffers: list[pickle.PickleBuffer] = []
+    try:
+        data = pickle.dumps(obj, protocol=5, buffer_callback=buffers.append)
+        if b"__main__" not in data:
+            return [data, *(b.raw() for b in buffers)]
+    except Exception:  # noqa: BLE001 - whatever plain pickle refuses, cloudpickle may take
+        pass
+    buffers.clear()
     data = cloudpickle.dumps(obj, protocol=5, buffer_callback=buffers.append)
     return [data, *(b.raw() for b in buffers)]
 

@@ -1,14 +1,17 @@
 """The courier server: serves every public method of one Python object over gRPC.
 
-Data flow for one client stream (leader/follower: the thread that reads a message hands
-reading on to another thread, then runs the calls it read itself, so a call costs one thread
-hand-off on the server, yet a call that blocks never stops the stream's other calls)::
+Each client stream is served by its own gRPC thread, which runs the calls it reads itself::
 
-    gRPC stream thread               worker threads (at most thread_pool_size run calls at once)
-    yields replies  <-- outbox <--   read a message -> start the next reader -> run its calls
+    read a message -> run all its calls but the last on workers -> run the last one here
+                   -> yield the replies (coalesced) -> read the next message
+
+Running a call on the thread that read it costs no thread hand-off, and is safe because a
+client sends a message on a stream only when every call it sent there before has been
+answered (see client.py): a call that blocks holds up no other call. At most
+`thread_pool_size` calls run at once, however many streams are open.
 
 A method that returns a `concurrent.futures.Future` (a batched handler does) is answered when
-the future completes, without holding a worker meanwhile. A server can start before its
+the future completes, without holding a call slot meanwhile. A server can start before its
 object exists (`Server(None)` then `serve(obj)`): calls that arrive early wait for it, so a node
 can publish its address before it builds the object that answers.
 """
@@ -32,7 +35,6 @@ from launchpad.courier.serialization import Kind
 
 LIST_METHODS = "__list_methods__"
 _MAX_WORKERS = 4096
-_END = object()
 
 
 def public_methods(obj: Any) -> list[str]:
@@ -79,7 +81,8 @@ class Server:
         # the first drain and then ends the second, so no accepted call loses its reply.
         self._in_flight = 0
         self._drained = threading.Condition()
-        self._outboxes: set[queue.SimpleQueue] = set()
+        # Open streams -> whether their thread waits for the next message (all replied).
+        self._streams: dict[grpc.ServicerContext, bool] = {}
         self._grpc_server: transport.GrpcServer | None = None
         self._workers: concurrent.futures.ThreadPoolExecutor | None = None
         self._call_slots = threading.BoundedSemaphore(thread_pool_size)
@@ -102,7 +105,8 @@ class Server:
         # Handlers run in the context of the thread that started the server, so code served by
         # a node sees that node's context (who am I, my program) on every handler thread.
         self._context = contextvars.copy_context()
-        # Idle workers are reused; calls running at once are bounded by _call_slots instead.
+        # Runs the calls of a message but its last; calls running at once are bounded by
+        # _call_slots, not by the number of workers.
         self._workers = concurrent.futures.ThreadPoolExecutor(
             _MAX_WORKERS, thread_name_prefix="courier-worker")
         self._grpc_server = transport.start_server(self._stream, self._host, self._port)
@@ -127,17 +131,21 @@ class Server:
             self._stopped.set()
             self._ready.set()  # calls waiting for an object to serve fail now
             with self._drained:
-                if not self._drained.wait_for(lambda: self._in_flight == 0, timeout=grace):
+                if not self._drained.wait_for(self._quiet, timeout=grace):
                     logging.warning("Courier server at %s stopped with %d call(s) unanswered "
                                     "after %gs", self._address, self._in_flight, grace)
-                outboxes = list(self._outboxes)
-            for outbox in outboxes:
-                outbox.put(_END)
+                streams = list(self._streams)
+            for stream in streams:
+                stream.cancel()  # idle: its thread waits for a message that will not come
             if self._grpc_server is not None:
-                self._grpc_server.stop(grace=1.0)  # lets the last replies leave
+                self._grpc_server.stop(grace=None)
                 self._grpc_server = None
             if self._workers is not None:
                 self._workers.shutdown(wait=False, cancel_futures=True)
+
+    def _quiet(self) -> bool:
+        """Every call received has been answered and every reply sent (lock held)."""
+        return self._in_flight == 0 and all(self._streams.values())
 
     def __enter__(self) -> "Server":
         if self._grpc_server is None:
@@ -150,32 +158,39 @@ class Server:
     def _stream(self, requests: Iterator[bytes], context: grpc.ServicerContext):
         if self._token and not hmac.compare_digest(transport.token_of(context), self._token):
             transport.refuse(context)
-        outbox: queue.SimpleQueue = queue.SimpleQueue()
-        context.add_callback(lambda: outbox.put(_END))
-        with self._drained:
-            self._outboxes.add(outbox)
-        self._workers.submit(self._read_next, requests, outbox)
-        return self._replies(outbox)
+        return self._serve_stream(requests, context)
 
-    def _replies(self, outbox: queue.SimpleQueue) -> Iterator[bytes]:
+    def _serve_stream(self, requests: Iterator[bytes],
+                      context: grpc.ServicerContext) -> Iterator[bytes]:
+        outbox: queue.SimpleQueue = queue.SimpleQueue()
+        self._set_waiting(context, True)
         try:
-            yield from _coalesced(outbox)
+            for message in requests:
+                self._set_waiting(context, False)
+                try:
+                    frames = serialization.decode_message(message)
+                except ValueError as e:  # A malformed message: drop this stream only.
+                    logging.warning("Courier server at %s dropped a malformed stream: %s",
+                                    self._address, e)
+                    return
+                self._start_calls(frames, outbox)
+                yield from _replies(outbox, len(frames))
+                self._set_waiting(context, True)
+        except grpc.RpcError:
+            return  # The client went away or the server is stopping.
         finally:
             with self._drained:
-                self._outboxes.discard(outbox)
+                self._streams.pop(context, None)
+                self._drained.notify_all()
 
-    def _read_next(self, requests: Iterator[bytes], outbox: queue.SimpleQueue) -> None:
-        """Reads one message, starts the next reader, then runs the message's calls."""
-        try:
-            frames = serialization.decode_message(next(requests))
-            self._workers.submit(self._read_next, requests, outbox)
-        except (StopIteration, grpc.RpcError, RuntimeError):
-            return  # The client went away or the server is stopping; the stream ends.
-        except ValueError as e:  # A malformed message: drop this stream, keep serving others.
-            logging.warning("Courier server at %s dropped a malformed stream: %s",
-                            self._address, e)
-            outbox.put(_END)
-            return
+    def _set_waiting(self, context: grpc.ServicerContext, waiting: bool) -> None:
+        with self._drained:
+            self._streams[context] = waiting
+            if waiting:
+                self._drained.notify_all()
+
+    def _start_calls(self, frames: list, outbox: queue.SimpleQueue) -> None:
+        """Runs a message's calls: all but the last on workers, the last on this thread."""
         with self._drained:
             accepted = not self._stopped.is_set()
             if accepted:
@@ -243,21 +258,17 @@ def _load_arguments(frame: serialization.Frame) -> tuple[tuple, dict]:
             f"{type(e).__name__}: {e}") from e
 
 
-def _coalesced(outbox: queue.SimpleQueue) -> Iterator[bytes]:
-    """Yields one message per wake-up, made of every reply queued by then."""
-    while True:
+def _replies(outbox: queue.SimpleQueue, count: int) -> Iterator[bytes]:
+    """Yields `count` replies, as few messages as possible: each holds every reply ready."""
+    while count:
         chunks = outbox.get()
-        if chunks is _END:
-            return
-        while True:
+        count -= 1
+        while count:
             try:
-                more = outbox.get_nowait()
+                chunks = chunks + outbox.get_nowait()
             except queue.Empty:
                 break
-            if more is _END:
-                yield b"".join(chunks)
-                return
-            chunks = chunks + more
+            count -= 1
         yield b"".join(chunks)
 
 

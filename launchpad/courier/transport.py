@@ -61,7 +61,9 @@ class GrpcServer:
 
     def stop(self, grace: float | None) -> None:
         self._server.stop(grace).wait()
-        self._pool.shutdown(wait=True)
+        # Stream threads run calls: one stuck in user code must not hold up the stop (a
+        # thread cannot be killed); it ends when its call returns.
+        self._pool.shutdown(wait=False)
 
 
 def start_server(handler: StreamHandler, host: str, port: int) -> GrpcServer:

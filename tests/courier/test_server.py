@@ -234,7 +234,7 @@ def test_stopping_a_server_that_never_got_its_object_fails_waiting_calls(serve, 
 def test_stopping_a_server_fails_calls_in_flight_with_server_unavailable(client, server, service):
     futures = [client.futures.block() for _ in range(3)]
     assert service.blocker.entered.wait(5)
-    server.stop()
+    server.stop(grace=0.5)  # the blocked calls never finish by themselves
     for future in futures:
         error = future.exception(timeout=5)
         assert isinstance(error, courier.ServerUnavailableError), repr(error)
