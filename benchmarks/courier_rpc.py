@@ -13,13 +13,20 @@ What is measured, each for courier and for the raw-gRPC baseline:
 
 The baseline is the cheapest call grpcio can make from Python: a generic unary-unary handler with
 raw bytes in and out (no (de)serializers, no pickling), echoing the request, served by a
-16-thread pool, with unlimited message size. Its payloads are the raw bytes of each courier
-payload (b"" for None, the same 1 KiB, the array's `tobytes()` computed once outside the loop),
-so it measures what gRPC alone costs per call. Courier adds pickling, framing, a method name
-and matching replies to calls, but carries its calls on one long-lived bidirectional stream and
-coalesces calls queued together into one message; on a 2-core machine Python's per-message work
-dominates (see shared/notes/STACK.md), so courier can be faster than the baseline. The targets
-are: courier's p50 latency no higher than the baseline's, and its throughput no lower.
+16-thread pool, with unlimited message size. It sends b"" for None and the same 1 KiB of
+bytes; for the array it does the least a raw-gRPC caller must do to send an array and get one
+back: `tobytes()` on the way out, `np.frombuffer` (no copy) on the reply. So it measures what
+gRPC alone costs per call. Courier adds pickling, framing, a method name
+and matching replies to calls, but carries its calls on long-lived bidirectional streams, runs
+each call on its stream's own server thread and coalesces calls queued together into one
+message; on a 2-core machine Python's per-message work dominates (see shared/notes/STACK.md), so
+courier can be faster than the baseline. The targets are: courier's p50 latency no higher than
+the baseline's, and its throughput no lower.
+
+The speed of a small virtual machine drifts by tens of percent over seconds, so every figure
+is measured in interleaved rounds (courier, then raw gRPC, `--rounds` times): latency
+percentiles pool the samples of all rounds, throughput sums calls over all rounds. Both sides
+see the same drift, and the ratios stay meaningful.
 
 Both servers run in their own processes (a server in the client's process would share its GIL
 and cores unlike any real deployment). Each child prints its bound port on stdout and exits when
@@ -67,6 +74,7 @@ class Settings:
     warmup_large: int
     calls_large: int
     duration_s: float
+    rounds: int = 5
     threads: int = 4
     in_flight: int = 16
 
@@ -128,13 +136,23 @@ def child_server(module: str) -> Iterator[int]:
 # ----------------------------------------------------------------------------- clients
 
 
-def make_payloads() -> tuple[dict[str, Any], dict[str, bytes]]:
-    """Returns the courier payloads and the raw bytes the baseline sends for each of them."""
+def make_payloads() -> tuple[dict[str, Any], dict[str, Any]]:
+    """Returns the courier payloads and what the baseline sends for each of them."""
     array = np.arange(262144, dtype=np.float32)  # 1 MiB
     kib = b"x" * 1024
     courier_payloads = {"none": None, "1kib": kib, "1mib_f32": array}
-    raw_payloads = {"none": b"", "1kib": kib, "1mib_f32": array.tobytes()}
+    raw_payloads = {"none": b"", "1kib": kib, "1mib_f32": array}
     return courier_payloads, raw_payloads
+
+
+def _raw_call(stub: grpc.UnaryUnaryMultiCallable) -> Call:
+    """A raw unary call; an array goes as its bytes and comes back as a view of the reply,
+    which is the least any caller of raw gRPC must do to send an array."""
+    def call(payload: Any) -> Any:
+        if isinstance(payload, np.ndarray):
+            return np.frombuffer(stub(payload.tobytes()), payload.dtype)
+        return stub(payload)
+    return call
 
 
 def courier_target(stack: contextlib.ExitStack, port: int) -> Target:
@@ -150,7 +168,7 @@ def raw_target(stack: contextlib.ExitStack, port: int) -> Target:
     grpc.channel_ready_future(channel).result(timeout=PORT_TIMEOUT_S)
     stub = channel.unary_unary(_rawgrpc_server.METHOD_PATH)  # no serializers: bytes in and out
     _, payloads = make_payloads()
-    return Target(call=stub, submit=stub.future, payloads=payloads)
+    return Target(call=_raw_call(stub), submit=stub.future, payloads=payloads)
 
 
 def check_echo(name: str, target: Target) -> None:
@@ -166,8 +184,8 @@ def check_echo(name: str, target: Target) -> None:
 # ----------------------------------------------------------------------------- measurements
 
 
-def measure_latency(call: Call, payload: Any, warmup: int, calls: int) -> dict[str, float]:
-    """Sequential round trips from this thread; returns p50 and p99 in microseconds."""
+def latency_samples(call: Call, payload: Any, warmup: int, calls: int) -> np.ndarray:
+    """Sequential round trips from this thread; returns each one's duration in seconds."""
     for _ in range(warmup):
         call(payload)
     samples = np.empty(calls)
@@ -176,12 +194,17 @@ def measure_latency(call: Call, payload: Any, warmup: int, calls: int) -> dict[s
         start = clock()
         call(payload)
         samples[i] = clock() - start
-    p50, p99 = np.percentile(samples, [50, 99]) * 1e6
+    return samples
+
+
+def percentiles(samples: list[np.ndarray]) -> dict[str, float]:
+    p50, p99 = np.percentile(np.concatenate(samples), [50, 99]) * 1e6
     return {"p50": round(float(p50), 1), "p99": round(float(p99), 1)}
 
 
-def throughput_threads(call: Call, payload: Any, threads: int, duration: float) -> float:
-    """`threads` threads share one client, each calling sequentially; returns calls/s."""
+def throughput_threads(call: Call, payload: Any, threads: int,
+                       duration: float) -> tuple[int, float]:
+    """`threads` threads share one client, each calling sequentially; returns (calls, s)."""
     counts = [0] * threads
     failures: list[BaseException] = []
     start = [0.0]
@@ -206,11 +229,13 @@ def throughput_threads(call: Call, payload: Any, threads: int, duration: float) 
         thread.join()
     if failures:
         raise failures[0]
-    return sum(counts) / (time.perf_counter() - start[0])
+    return sum(counts), time.perf_counter() - start[0]
 
 
-def throughput_in_flight(submit: Submit, payload: Any, depth: int, duration: float) -> float:
-    """One thread keeps `depth` calls in flight, replacing the oldest as it completes."""
+def throughput_in_flight(submit: Submit, payload: Any, depth: int,
+                         duration: float) -> tuple[int, float]:
+    """One thread keeps `depth` calls in flight, replacing the oldest as it completes;
+    returns (calls, seconds)."""
     start = time.perf_counter()
     deadline = start + duration
     pending = collections.deque(submit(payload) for _ in range(depth))
@@ -220,7 +245,7 @@ def throughput_in_flight(submit: Submit, payload: Any, depth: int, duration: flo
         done += 1
         if time.perf_counter() < deadline:
             pending.append(submit(payload))
-    return done / (time.perf_counter() - start)
+    return done, time.perf_counter() - start
 
 
 # ----------------------------------------------------------------------------- the report
@@ -235,12 +260,15 @@ def latency_section(targets: dict[str, Target], settings: Settings) -> dict[str,
     for payload_name in PAYLOAD_NAMES:
         large = payload_name == "1mib_f32"
         warmup = settings.warmup_large if large else settings.warmup_small
-        calls = settings.calls_large if large else settings.calls_small
-        row: dict[str, Any] = {}
-        for name in IMPLEMENTATIONS:
-            target = targets[name]
-            log(f"latency {payload_name}: {name}, {warmup} warm-up + {calls} calls")
-            row[name] = measure_latency(target.call, target.payloads[payload_name], warmup, calls)
+        calls = (settings.calls_large if large else settings.calls_small) // settings.rounds
+        samples: dict[str, list[np.ndarray]] = {name: [] for name in IMPLEMENTATIONS}
+        log(f"latency {payload_name}: {settings.rounds} rounds of {calls} calls each")
+        for _ in range(settings.rounds):
+            for name in IMPLEMENTATIONS:
+                target = targets[name]
+                samples[name].append(latency_samples(
+                    target.call, target.payloads[payload_name], warmup, calls))
+        row: dict[str, Any] = {name: percentiles(samples[name]) for name in IMPLEMENTATIONS}
         row["ratio_p50"] = ratio(row["courier"]["p50"], row["raw_grpc"]["p50"])
         row["ratio_p99"] = ratio(row["courier"]["p99"], row["raw_grpc"]["p99"])
         section[payload_name] = row
@@ -248,18 +276,26 @@ def latency_section(targets: dict[str, Target], settings: Settings) -> dict[str,
 
 
 def throughput_section(targets: dict[str, Target], settings: Settings) -> dict[str, Any]:
-    threads_key, in_flight_key = f"{settings.threads}_threads", f"{settings.in_flight}_in_flight"
-    section: dict[str, Any] = {threads_key: {}, in_flight_key: {}}
-    for name in IMPLEMENTATIONS:
-        target, payload = targets[name], targets[name].payloads["none"]
-        log(f"throughput: {name}, {settings.threads} threads, {settings.duration_s}s")
-        section[threads_key][name] = round(throughput_threads(
-            target.call, payload, settings.threads, settings.duration_s))
-        log(f"throughput: {name}, {settings.in_flight} in flight, {settings.duration_s}s")
-        section[in_flight_key][name] = round(throughput_in_flight(
-            target.submit, payload, settings.in_flight, settings.duration_s))
-    for row in section.values():
+    runs = {
+        f"{settings.threads}_threads": lambda target, payload, seconds: throughput_threads(
+            target.call, payload, settings.threads, seconds),
+        f"{settings.in_flight}_in_flight": lambda target, payload, seconds: throughput_in_flight(
+            target.submit, payload, settings.in_flight, seconds),
+    }
+    seconds = settings.duration_s / settings.rounds
+    section: dict[str, Any] = {}
+    for key, measure in runs.items():
+        totals = {name: [0, 0.0] for name in IMPLEMENTATIONS}
+        log(f"throughput {key}: {settings.rounds} rounds of {seconds:.2f}s each")
+        for _ in range(settings.rounds):
+            for name in IMPLEMENTATIONS:
+                calls, elapsed = measure(targets[name], targets[name].payloads["none"], seconds)
+                totals[name][0] += calls
+                totals[name][1] += elapsed
+        row: dict[str, Any] = {name: round(calls / elapsed)
+                               for name, (calls, elapsed) in totals.items()}
         row["ratio"] = ratio(row["courier"], row["raw_grpc"])
+        section[key] = row
     return section
 
 
@@ -295,14 +331,21 @@ def parse_settings(argv: list[str] | None = None) -> Settings:
     parser.add_argument("--quick", action="store_true",
                         help="few calls and short runs: a smoke test, not a measurement")
     parser.add_argument("--duration", type=float, default=None,
-                        help="seconds each throughput run lasts (default 3, or 0.5 with --quick)")
+                        help="seconds each throughput figure takes per implementation, over all "
+                        "rounds (default 5, or 0.5 with --quick)")
+    parser.add_argument("--rounds", type=int, default=None,
+                        help="interleaved rounds per figure (default 5, or 1 with --quick)")
     args = parser.parse_args(argv)
     if args.quick:
         settings = Settings(warmup_small=20, calls_small=200, warmup_large=5, calls_large=20,
-                            duration_s=0.5)
+                            duration_s=0.5, rounds=1)
     else:
-        settings = Settings(warmup_small=200, calls_small=2000, warmup_large=20, calls_large=200,
-                            duration_s=3.0)
+        settings = Settings(warmup_small=100, calls_small=3000, warmup_large=10, calls_large=300,
+                            duration_s=5.0)
+    if args.rounds is not None:
+        if args.rounds < 1:
+            parser.error("--rounds must be >= 1")
+        settings = dataclasses.replace(settings, rounds=args.rounds)
     if args.duration is not None:
         if args.duration <= 0:
             parser.error("--duration must be > 0")
