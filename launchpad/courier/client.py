@@ -182,19 +182,21 @@ class _ConnectionSlot:
     def __init__(self):
         self.connection: _Connection | None = None
         self._lock = threading.Lock()
-        self._closed = False
+        self._closed_because: str | None = None
 
     def get(self, open_connection: Callable[[], "_Connection"]) -> "_Connection":
         with self._lock:
-            if self._closed:
-                raise errors.ClientClosedError(self._closed)
+            if self._closed_because is not None:
+                raise errors.ClientClosedError(
+                    f"Courier client is closed: {self._closed_because}")
             if self.connection is None or self.connection.broken:
                 self.connection = open_connection()
             return self.connection
 
     def close(self, why: str) -> None:
         with self._lock:
-            self._closed = self._closed or f"Courier client is closed: {why}"
+            if self._closed_because is None:
+                self._closed_because = why
             connection, self.connection = self.connection, None
         if connection is not None:
             connection.close(errors.ClientClosedError(why))
