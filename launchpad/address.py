@@ -1,9 +1,12 @@
 """Named addresses of nodes, and parsing of 'host:port' strings.
 
-Every node registers its addresses with its program's controller once it has bound them; an
-`Address` lets a node serve something of its own (a web UI, a foreign server) on a port and
-lets other nodes find it. Inside the node that owns it, `resolve()` allocates and registers a
-port; anywhere else in the program it returns the registered address, waiting (bounded) for it.
+Every node registers its addresses with its program's controller. Its courier address is the
+port its server bound; an `Address` from `node.allocate_address(name)` is for something else
+the node serves (a web UI, a foreign server such as Reverb's): before the node's code runs, it
+gets a free port of the node's host, registered under its name. `resolve()` returns it, in the
+owning node at once, anywhere else in the program once registered (waiting, bounded). Unlike a
+courier port, an allocated port is picked before the foreign server binds it: the one place a
+pick-then-bind race remains, because a foreign server cannot report the port it bound.
 """
 
 from __future__ import annotations

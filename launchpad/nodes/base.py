@@ -13,6 +13,8 @@ import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import portpicker
+
 from launchpad import context
 from launchpad.address import Address
 
@@ -113,9 +115,22 @@ class Node(abc.ABC):
     def create_handle(self) -> Handle:
         """The handle `Program.add_node` returns for this node."""
 
-    @abc.abstractmethod
     def run(self) -> None:
-        """Runs the node inside its context; returns when the node is done."""
+        """Runs the node inside its context (launchers call this); returns when it is done.
+
+        First every address the node allocated gets a free port of this host, registered with
+        the program's controller, so `Address.resolve()` works anywhere in the program.
+        """
+        node_context = context.current()
+        for address in self.addresses:
+            port = portpicker.pick_unused_port()
+            node_context.addresses.register(self.label, self.index, address.name,
+                                            f"{node_context.bind_host}:{port}")
+        self.execute()
+
+    @abc.abstractmethod
+    def execute(self) -> None:
+        """What the node does in its own thread or process (see `run`)."""
 
     @abc.abstractmethod
     def default_label(self) -> str:

@@ -94,7 +94,7 @@ class CourierNode(python.PyClassNode):
     def create_handle(self) -> base.Handle:
         return CourierHandle(self, self._client_kwargs)
 
-    def run(self) -> None:
+    def execute(self) -> None:
         node = context.current()
         server = courier_server.Server(None, host=node.bind_host, token=node.token,
                                        **self._server_kwargs)

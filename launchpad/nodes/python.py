@@ -29,7 +29,7 @@ class PyNode(base.Node):
     def default_label(self) -> str:
         return getattr(self._fn, "__name__", type(self._fn).__name__)
 
-    def run(self) -> None:
+    def execute(self) -> None:
         self._fn(*base.dereference_all(self._args), **base.dereference_all(self._kwargs))
 
 
@@ -75,7 +75,7 @@ class PyClassNode(base.Node):
     def runs_object(self, instance: Any) -> bool:
         return self._should_run and callable(getattr(instance, "run", None))
 
-    def run(self) -> None:
+    def execute(self) -> None:
         instance = self.build()
         if self.runs_object(instance):
             instance.run()

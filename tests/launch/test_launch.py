@@ -175,6 +175,40 @@ def test_courier_node_without_run_serves_until_stop(launch):
     assert controller.wait(TIMEOUT)
 
 
+class AddressOwner:
+    def __init__(self, address, results):
+        self._address = address
+        self._results = results
+
+    def run(self):
+        self._results.put(self._address.resolve())
+        lp.wait_for_stop()  # the address is the node's only while the node runs
+
+
+def _report_peer_address(address, results):
+    results.put(address.resolve(timeout=TIMEOUT))
+
+
+def test_allocated_address_resolves_to_the_same_port_everywhere(launch):
+    own, peer = ResultBox(), ResultBox()
+    program = lp.Program("addresses")
+    server = lp.PyClassNode(AddressOwner)
+    web = server.allocate_address("web")
+    server.configure(web, own)
+    program.add_node(server, label="server")
+    program.add_node(lp.PyNode(_report_peer_address, web, peer), label="peer")
+    launch(program)
+    assert own.get() == peer.get() == web.resolve(timeout=TIMEOUT)
+    assert lp.get_port_from_address(own.get()) > 0
+
+
+def test_allocating_the_same_address_name_twice_is_an_error():
+    node = lp.PyNode(print)
+    node.allocate_address("web")
+    with pytest.raises(ValueError, match="already has an address named 'web'"):
+        node.allocate_address("web")
+
+
 def _finish(results, i):
     results.put(i)
 
