@@ -327,11 +327,8 @@ class _Stream:
             if chunks is None:
                 return
             with self._lock:
-                while True:
-                    try:
-                        more = self.outbox.get_nowait()
-                    except queue.Empty:
-                        break
+                while not self.outbox.empty():
+                    more = self.outbox.get()
                     if more is None:
                         return
                     chunks = chunks + more

@@ -17,8 +17,8 @@ Pickling uses cloudpickle, so functions, lambdas and classes defined in `__main_
 
 from __future__ import annotations
 
-import dataclasses
 import enum
+import functools
 import pickle
 import struct
 import traceback
@@ -38,18 +38,29 @@ class Kind(enum.IntEnum):
     ERROR = 3
 
 
-@dataclasses.dataclass(frozen=True)
+_KINDS = {kind.value: kind for kind in Kind}
+
+
 class Frame:
     """One decoded frame; `payload` and `buffers` are views into the received message."""
 
-    kind: Kind
-    call_id: int
-    name: str
-    payload: memoryview
-    buffers: list[memoryview]
+    __slots__ = ("kind", "call_id", "name", "payload", "buffers")
+
+    def __init__(self, kind: Kind, call_id: int, name: str, payload: memoryview,
+                 buffers: list[memoryview]):
+        self.kind = kind
+        self.call_id = call_id
+        self.name = name
+        self.payload = payload
+        self.buffers = buffers
 
     def load(self) -> Any:
         return pickle.loads(self.payload, buffers=self.buffers)
+
+
+@functools.lru_cache(maxsize=64)
+def _lengths_format(count: int) -> struct.Struct:
+    return struct.Struct(f"<{count}Q")
 
 
 def dumps(obj: Any) -> list:
@@ -87,7 +98,7 @@ def decode_message(message: bytes) -> list[Frame]:
     """
     try:
         return _decode_frames(memoryview(message))
-    except (struct.error, UnicodeDecodeError, ValueError) as e:
+    except (struct.error, UnicodeDecodeError, ValueError, KeyError) as e:
         raise ValueError(f"Malformed courier message ({len(message)} bytes): {e}") from e
 
 
@@ -99,15 +110,16 @@ def _decode_frames(view: memoryview) -> list[Frame]:
         offset += _HEADER.size
         name = bytes(view[offset:offset + name_length]).decode()
         offset += name_length
-        lengths = struct.unpack_from(f"<{buffer_count + 1}Q", view, offset)
-        offset += _LENGTH.size * (buffer_count + 1)
+        lengths_format = _lengths_format(buffer_count + 1)
+        lengths = lengths_format.unpack_from(view, offset)
+        offset += lengths_format.size
         chunks = []
         for length in lengths:
             chunks.append(view[offset:offset + length])
             offset += length
         if offset > len(view):
             raise ValueError("a frame is longer than the message")
-        frames.append(Frame(Kind(kind), call_id, name, chunks[0], chunks[1:]))
+        frames.append(Frame(_KINDS[kind], call_id, name, chunks[0], chunks[1:]))
     return frames
 
 

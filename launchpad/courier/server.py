@@ -85,7 +85,10 @@ class Server:
         self._streams: dict[grpc.ServicerContext, bool] = {}
         self._grpc_server: transport.GrpcServer | None = None
         self._workers: concurrent.futures.ThreadPoolExecutor | None = None
-        self._call_slots = threading.BoundedSemaphore(thread_pool_size)
+        # Tokens of the calls that may run at once (a C-level queue: cheap on the hot path).
+        self._call_slots: queue.SimpleQueue = queue.SimpleQueue()
+        for _ in range(thread_pool_size):
+            self._call_slots.put(None)
         self._context = contextvars.copy_context()
         self._address = ""
 
@@ -184,9 +187,9 @@ class Server:
                 self._drained.notify_all()
 
     def _set_waiting(self, context: grpc.ServicerContext, waiting: bool) -> None:
-        with self._drained:
-            self._streams[context] = waiting
-            if waiting:
+        self._streams[context] = waiting  # one dict store: atomic, no lock on the hot path
+        if waiting and self._stopped.is_set():
+            with self._drained:  # stop() waits for every stream to be waiting
                 self._drained.notify_all()
 
     def _start_calls(self, frames: list, outbox: queue.SimpleQueue) -> None:
@@ -207,8 +210,11 @@ class Server:
         self._run(last, outbox)
 
     def _run(self, frame: serialization.Frame, outbox: queue.SimpleQueue) -> None:
-        with self._call_slots:
+        token = self._call_slots.get()
+        try:
             self._context.copy().run(self._handle, frame, outbox)
+        finally:
+            self._call_slots.put(token)
 
     def _handle(self, frame: serialization.Frame, outbox: queue.SimpleQueue) -> None:
         name = frame.name
@@ -263,11 +269,8 @@ def _replies(outbox: queue.SimpleQueue, count: int) -> Iterator[bytes]:
     while count:
         chunks = outbox.get()
         count -= 1
-        while count:
-            try:
-                chunks = chunks + outbox.get_nowait()
-            except queue.Empty:
-                break
+        while count and not outbox.empty():
+            chunks = chunks + outbox.get()
             count -= 1
         yield b"".join(chunks)
 
