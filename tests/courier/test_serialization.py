@@ -141,3 +141,20 @@ def test_courier_errors_survive_pickling():
         rebuilt = serialization.load_exception(_exception_frame(exc))
         assert type(rebuilt) is type(exc)
         assert str(rebuilt) == str(exc)
+
+
+def test_objects_of_main_module_classes_travel_by_value_to_another_process(monkeypatch):
+    """Plain pickle would refer to `__main__.Point`, which the receiving process (whose
+    `__main__` is another script) does not have; the fallback to cloudpickle sends the class."""
+    import subprocess
+    import sys
+
+    point_class = type("Point", (), {"__module__": "__main__", "x": 3})
+    monkeypatch.setattr(sys.modules["__main__"], "Point", point_class, raising=False)
+    data, *buffers = serialization.dumps(point_class())
+    assert not buffers
+    load_and_print_x = "import pickle, sys; print(pickle.loads(sys.stdin.buffer.read()).x)"
+    loaded = subprocess.run([sys.executable, "-c", load_and_print_x], input=bytes(data),
+                            capture_output=True, timeout=60)
+    assert loaded.returncode == 0, loaded.stderr.decode()
+    assert loaded.stdout.strip() == b"3"
