@@ -16,17 +16,14 @@ import concurrent.futures
 import datetime
 import heapq
 import itertools
-import queue
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, Protocol, Union
 
-import grpc
-
-from launchpad.courier import errors, serialization, transport
-from launchpad.courier.serialization import Kind
+from launchpad.courier import errors, serialization
+from launchpad.courier.connection import Connection, settle
 from launchpad.courier.server import LIST_METHODS
 
 Timeout = Union[None, int, float, datetime.timedelta]
@@ -89,8 +86,8 @@ class Client:
         """The address given, or the last one resolved."""
         if isinstance(self._address, str):
             return self._address
-        connection = self._slot.connection
-        return connection.address if connection and connection.address else repr(self._address)
+        current = self._slot.connection
+        return current.address if current and current.address else repr(self._address)
 
     def __reduce__(self):
         return (_rebuild_client, (self._address, {
@@ -115,7 +112,7 @@ class Client:
         # failed with a TimeoutError of its own apart from this call's deadline passing.
         if not concurrent.futures.wait([future], timeout=self._call_timeout).done:
             error = self._timed_out(method)
-            _settle(future, exception=error)  # a late reply is dropped
+            settle(future, exception=error)  # a late reply is dropped
             raise error
         return future.result()
 
@@ -142,8 +139,8 @@ class Client:
             pass  # the connection broke between get and send: the next get opens a new one
         return future
 
-    def _open_connection(self) -> "_Connection":
-        return _Connection(self._address, self._token, self._wait_for_ready,
+    def _open_connection(self) -> Connection:
+        return Connection(self._address, self._token, self._wait_for_ready,
                            self._connect_timeout, self._compress)
 
     def _timed_out(self, method: str) -> errors.CallTimeoutError:
@@ -180,11 +177,11 @@ class _ConnectionSlot:
     """Holds a client's current connection; replaces it when broken; closes it once."""
 
     def __init__(self):
-        self.connection: _Connection | None = None
+        self.connection: Connection | None = None
         self._lock = threading.Lock()
         self._closed_because: str | None = None
 
-    def get(self, open_connection: Callable[[], "_Connection"]) -> "_Connection":
+    def get(self, open_connection: Callable[[], Connection]) -> Connection:
         with self._lock:
             if self._closed_because is not None:
                 raise errors.ClientClosedError(
@@ -197,196 +194,9 @@ class _ConnectionSlot:
         with self._lock:
             if self._closed_because is None:
                 self._closed_because = why
-            connection, self.connection = self.connection, None
-        if connection is not None:
-            connection.close(errors.ClientClosedError(why))
-
-
-class _Connection:
-    """One gRPC channel to one server, and the streams open on it.
-
-    A connection thread resolves the address and waits (bounded) for the server; calls made
-    meanwhile wait in `_early` and then travel together. A call is sent on a stream only when
-    the stream is idle, or filling (its message not yet handed to gRPC), never while calls sent
-    on it before are unanswered: that is what lets the server run each call on the stream's
-    own thread. Concurrent calls therefore open more streams; calls made together share one
-    message. When a stream fails, the connection is `broken`: its calls fail, and the client
-    opens a new connection (resolving the address again) for later calls.
-    """
-
-    _ids = itertools.count(1)
-
-    def __init__(self, address, token, wait_for_ready, connect_timeout, compress):
-        self.address = address if isinstance(address, str) else ""
-        self.broken = False
-        self._target = address
-        self._token = token
-        self._wait_for_ready = wait_for_ready
-        self._connect_timeout = connect_timeout
-        self._compress = compress
-        self._lock = threading.Lock()
-        self._channel = None
-        self._early: list | None = []  # calls made before the server was reached
-        self._filling: _Stream | None = None
-        self._idle: list[_Stream] = []
-        self._streams: set[_Stream] = set()
-        threading.Thread(target=self._connect, name="courier-connect", daemon=True).start()
-
-    def send(self, method: str, parts: list, future: concurrent.futures.Future) -> bool:
-        """Sends a call; False if the connection broke meanwhile (the caller retries)."""
-        call_id = next(self._ids)
-        frame = serialization.encode_frame(Kind.CALL, call_id, method, parts)
-        with self._lock:
-            if self.broken:
-                return False
-            if self._early is not None:
-                self._early.append((call_id, frame, future))
-                return True
-            stream = self._filling
-            if stream is None:
-                stream = self._idle.pop() if self._idle else self._open_stream()
-                self._filling = stream
-            stream.pending[call_id] = future
-        stream.outbox.put(frame)
-        return True
-
-    def close(self, error: Exception) -> None:
-        with self._lock:
-            self.broken = True
-            early, self._early = self._early or [], None
-            streams = list(self._streams)
-        for _, _, future in early:
-            _settle(future, exception=error)
-        for stream in streams:
-            stream.close(error)
-        if self._channel is not None:
-            self._channel.close()
-
-    def _connect(self) -> None:
-        try:
-            timeout = self._connect_timeout if self._wait_for_ready else 0.0
-            if not isinstance(self._target, str):
-                self.address = self._target.resolve(timeout if timeout is not None else 1e9)
-            self._channel = transport.open_channel(self.address, self._compress)
-            if self._wait_for_ready and timeout is not None:
-                if not transport.wait_until_ready(self._channel, timeout):
-                    raise errors.ServerUnavailableError(
-                        f"Courier server at {self.address} was not reachable within "
-                        f"connect_timeout={timeout}s")
-        except Exception as e:  # noqa: BLE001 - e.g. a resolver failed: report, do not hang
-            self.close(e)
-            return
-        with self._lock:
-            early, self._early = self._early, None
-            if self.broken or not early:
-                return
-            stream = self._open_stream()  # the early calls travel together
-            for call_id, _, future in early:
-                stream.pending[call_id] = future
-        stream.outbox.put([chunk for _, frame, _ in early for chunk in frame])
-
-    def _open_stream(self) -> "_Stream":
-        stream = _Stream(self)
-        self._streams.add(stream)
-        stream.start(transport.open_stream(
-            self._channel, stream.requests(), self._token, self._wait_for_ready))
-        return stream
-
-    def sealed(self, stream: "_Stream") -> None:
-        """The stream's message went to gRPC: later calls must go elsewhere (lock held)."""
-        if self._filling is stream:
-            self._filling = None
-
-    def answered(self, stream: "_Stream") -> None:
-        """Every call sent on the stream is answered: it can take calls again (lock held)."""
-        if not self.broken:
-            self._idle.append(stream)
-
-    def stream_failed(self, stream: "_Stream", error: Exception) -> None:
-        self.close(error)
-
-
-class _Stream:
-    """One gRPC stream of a connection: a queue of outgoing frames, a reader of replies."""
-
-    def __init__(self, connection: _Connection):
-        self.outbox: queue.SimpleQueue = queue.SimpleQueue()
-        self.pending: dict[int, concurrent.futures.Future] = {}
-        self._connection = connection
-        self._lock = connection._lock
-        self._responses = None
-
-    def start(self, responses) -> None:
-        self._responses = responses
-        threading.Thread(target=self._read, name="courier-client", daemon=True).start()
-
-    def requests(self) -> Iterator[bytes]:
-        """Yields one message per wake-up: every frame queued by then (the stream's calls)."""
-        while True:
-            chunks = self.outbox.get()
-            if chunks is None:
-                return
-            with self._lock:
-                while not self.outbox.empty():
-                    more = self.outbox.get()
-                    if more is None:
-                        return
-                    chunks = chunks + more
-                self._connection.sealed(self)
-            yield b"".join(chunks)
-
-    def close(self, error: Exception) -> None:
-        with self._lock:
-            pending, self.pending = self.pending, {}
-        for future in pending.values():
-            _settle(future, exception=error)
-        self.outbox.put(None)
-        if self._responses is not None:
-            self._responses.cancel()
-
-    def _read(self) -> None:
-        address = self._connection.address
-        try:
-            for message in self._responses:
-                self._deliver(message)
-            error: Exception = errors.ServerUnavailableError(
-                f"Courier server at {address} closed the connection")
-        except grpc.RpcError as e:
-            error = transport.error_for_broken_stream(e, address)
-        except Exception as e:  # noqa: BLE001 - a malformed reply: fail, do not hang
-            error = e
-        self._connection.stream_failed(self, error)
-
-    def _deliver(self, message: bytes) -> None:
-        frames = serialization.decode_message(message)
-        with self._lock:
-            futures = [self.pending.pop(frame.call_id, None) for frame in frames]
-            if not self.pending:
-                self._connection.answered(self)
-        for frame, future in zip(frames, futures, strict=True):
-            if future is None or future.done():
-                continue  # cancelled or timed out by the caller meanwhile
-            try:
-                if frame.kind == Kind.RESULT:
-                    _settle(future, result=frame.load())
-                else:
-                    _settle(future, exception=serialization.load_exception(frame))
-            except Exception as e:  # noqa: BLE001 - e.g. the result's class is unknown here
-                _settle(future, exception=errors.SerializationError(
-                    f"Cannot unpickle a reply from {self._connection.address}: "
-                    f"{type(e).__name__}: {e}"))
-
-
-def _settle(future: concurrent.futures.Future, result: Any = None,
-            exception: BaseException | None = None) -> None:
-    """Completes a future unless the caller already cancelled it or it timed out."""
-    try:
-        if exception is not None:
-            future.set_exception(exception)
-        else:
-            future.set_result(result)
-    except concurrent.futures.InvalidStateError:
-        pass
+            current, self.connection = self.connection, None
+        if current is not None:
+            current.close(errors.ClientClosedError(why))
 
 
 class _DeadlineWatcher:
@@ -430,5 +240,5 @@ class _DeadlineWatcher:
                     self._condition.wait(remaining)
                     continue
                 heapq.heappop(self._heap)
-                _settle(future, exception=make_error())
+                settle(future, exception=make_error())
 

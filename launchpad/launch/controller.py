@@ -26,6 +26,7 @@ from absl import logging
 
 from launchpad import context
 from launchpad.courier import server as courier_server
+from launchpad.courier.connection import settle
 from launchpad.launch import errors
 from launchpad.program import Program
 
@@ -133,7 +134,7 @@ class Controller:
             self._addresses[key] = address
             waiting = self._waiting.pop(key, [])
         for future in waiting:
-            _settle(future, address)
+            settle(future, address)
 
     def address_future(self, label: str, index: int, name: str,
                        timeout: float) -> concurrent.futures.Future:
@@ -166,7 +167,7 @@ class Controller:
     def _expire(self, key: tuple, future: concurrent.futures.Future, timeout: float) -> None:
         label, index, name = key
         what = f"address {name!r}" if name else "address"
-        _settle(future, exception=errors.NodeNotReadyError(
+        settle(future, exception=errors.NodeNotReadyError(
             f"Node {label}/{index} of {self.program_name!r} did not register its {what} "
             f"within {timeout:g}s"))
 
@@ -182,7 +183,7 @@ class Controller:
             del self._addresses[key]
         for key in [k for k in self._waiting if k[:2] == node]:
             for future in self._waiting.pop(key):
-                _settle(future, exception=errors.NodeEndedError(
+                settle(future, exception=errors.NodeEndedError(
                     f"No address for node {node[0]}/{node[1]}: {why}"))
 
     # --- stop and wait --------------------------------------------------------------------
@@ -240,7 +241,7 @@ class Controller:
             contexts = list(self._contexts)
             stop_waiters, self._stop_waiters = self._stop_waiters, []
         for future in stop_waiters:
-            _settle(future, True)
+            settle(future, True)
         for node_context in contexts:
             node_context.notify_stop()
         deadline = time.monotonic() + self._grace
@@ -279,12 +280,3 @@ class _ControllerService:
     def wait_for_stop(self) -> concurrent.futures.Future:
         return self._controller.stop_future()
 
-
-def _settle(future: concurrent.futures.Future, result=None, exception=None) -> None:
-    try:
-        if exception is not None:
-            future.set_exception(exception)
-        else:
-            future.set_result(result)
-    except concurrent.futures.InvalidStateError:
-        pass
