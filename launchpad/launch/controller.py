@@ -98,7 +98,7 @@ class Controller:
         """A node's code returned: the node is done; when every node is, the program is."""
         with self._lock:
             self._running.discard((label, index))
-            self._fail_waiters((label, index), f"node {label}/{index} has finished")
+            self._forget_node((label, index), f"node {label}/{index} has finished")
             all_done = not self._running
         if all_done:
             self.stop()
@@ -110,7 +110,7 @@ class Controller:
         name = f"{label}/{index}"
         with self._lock:
             self._running.discard((label, index))
-            self._fail_waiters((label, index), f"node {name} failed")
+            self._forget_node((label, index), f"node {name} failed")
             if self._stopping.is_set() or self._failure is not None:
                 logging.warning("Node %s of %s failed while the program was stopping: %s",
                                 name, self.program_name, reason)
@@ -177,7 +177,7 @@ class Controller:
                 f"Program {self.program_name!r} has no node {label}/{index}; its nodes are "
                 f"{', '.join(sorted(f'{lb}/{i}' for lb, i in self._nodes))}")
 
-    def _fail_waiters(self, node: tuple, why: str) -> None:
+    def _forget_node(self, node: tuple, why: str) -> None:
         """Forgets a node that has ended and fails lookups of it (call with the lock held)."""
         for key in [k for k in self._addresses if k[:2] == node]:
             del self._addresses[key]
@@ -255,7 +255,7 @@ class Controller:
                     self.program_name, self._grace)
         with self._lock:
             for node in list(self._running):
-                self._fail_waiters(node, "the program stopped")
+                self._forget_node(node, "the program stopped")
         self._server.stop()
         context.remove_process_context(self.launcher_context)
         self._finished.set()

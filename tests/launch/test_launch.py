@@ -408,3 +408,26 @@ def test_a_running_program_cannot_be_launched_twice(launch):
     launch(program)
     with pytest.raises(ValueError, match="already running"):
         lp.launch(program, launch_type="local_mt")
+
+
+class RunRecorder:
+    def __init__(self, results):
+        self._results = results
+
+    def run(self):
+        self._results.put("ran")
+
+
+def test_disable_run_builds_without_running_and_enable_run_restores_it(no_leaked_threads):
+    skipped, ran = ResultBox(), ResultBox()
+    program = lp.Program("run_switch")
+    quiet = lp.PyClassNode(RunRecorder, skipped)
+    quiet.disable_run()
+    loud = lp.PyClassNode(RunRecorder, ran)
+    loud.disable_run()
+    loud.enable_run()
+    program.add_node(quiet, label="quiet")
+    program.add_node(loud, label="loud")
+    assert lp.launch(program, launch_type="local_mt").wait(TIMEOUT)
+    assert ran.get() == "ran"
+    assert ResultBox._boxes[skipped._key][1] == []  # the program ended; run() never put
