@@ -22,6 +22,7 @@ from launchpad.launch.errors import (
     UnknownNodeError,
 )
 from launchpad.launch.launch import LaunchType, launch
+from launchpad.launch.process import PythonProcess
 from launchpad.nodes.base import Deferred, Handle, Node
 from launchpad.nodes.courier import CourierNode
 from launchpad.nodes.python import PyClassNode, PyNode
@@ -42,7 +43,7 @@ __all__ = [
     # Courier
     "courier", "batched_handler", "list_methods",
     # Launch
-    "launch", "LaunchType", "Controller",
+    "launch", "LaunchType", "Controller", "PythonProcess",
     "LaunchError", "NodeEndedError", "NodeFailedError", "NodeNotReadyError", "ProgramStoppedError",
     "UnknownNodeError",
     # Stop

@@ -29,6 +29,15 @@ class AddressBook(Protocol):
         ...
 
 
+class ProcessStarter(Protocol):
+    """Starts a node in a new process of this host (given by the launcher, used by
+    MultiProcessingColocation): returns an object with `wait(timeout) -> int | None` (the exit
+    code once it has ended), `terminate()` and `failure() -> (reason, traceback, exception)`."""
+
+    def start(self, node, node_context: "NodeContext"):
+        ...
+
+
 class NoContextError(RuntimeError):
     """A node-only API was used outside any running program's node."""
 
@@ -44,6 +53,7 @@ class NodeContext:
     token: str
     addresses: AddressBook
     request_stop: Callable[[], None]
+    process_starter: ProcessStarter | None = None
     stop_event: threading.Event = dataclasses.field(default_factory=threading.Event)
     bind_host: str = "127.0.0.1"
     _stop_handlers: list = dataclasses.field(default_factory=list)
@@ -53,6 +63,15 @@ class NodeContext:
     @property
     def name(self) -> str:
         return "launcher" if self.label is None else f"{self.label}/{self.index}"
+
+    def child(self, label: str, index: int) -> "NodeContext":
+        """The context of a node colocated with this one (in its thread or process): the
+        same program, stopped when this one is."""
+        child = dataclasses.replace(
+            self, label=label, index=index, stop_event=threading.Event(), _stop_handlers=[],
+            _handlers_lock=threading.Lock(), _notified=False)
+        self.add_stop_handler(child.notify_stop)
+        return child
 
     def add_stop_handler(self, handler: Callable[[], None]) -> None:
         """Runs `handler` when the program stops, or at once if it is stopping already."""

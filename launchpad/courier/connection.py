@@ -16,6 +16,7 @@ import concurrent.futures
 import itertools
 import queue
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,6 +24,9 @@ import grpc
 
 from launchpad.courier import errors, serialization, transport
 from launchpad.courier.serialization import Kind
+
+# While a resolved address does not answer, it is resolved again this often.
+_RESOLVE_AGAIN_SECS = 0.5
 
 
 class Connection:
@@ -78,15 +82,7 @@ class Connection:
 
     def _connect(self) -> None:
         try:
-            timeout = self._connect_timeout if self._wait_for_ready else 0.0
-            if not isinstance(self._target, str):
-                self.address = self._target.resolve(timeout if timeout is not None else 1e9)
-            self._channel = transport.open_channel(self.address, self._compress)
-            if self._wait_for_ready and timeout is not None:
-                if not transport.wait_until_ready(self._channel, timeout):
-                    raise errors.ServerUnavailableError(
-                        f"Courier server at {self.address} was not reachable within "
-                        f"connect_timeout={timeout}s")
+            self._channel = self._open_channel()
         except Exception as e:  # noqa: BLE001 - e.g. a resolver failed: report, do not hang
             self.close(e)
             return
@@ -98,6 +94,33 @@ class Connection:
             for call_id, _, future in early:
                 stream.pending[call_id] = future
         stream.outbox.put([chunk for _, frame, _ in early for chunk in frame])
+
+    def _open_channel(self) -> grpc.Channel:
+        """A channel to the server, connected unless wait_for_ready is off (then calls fail
+        at once if the server is not there). A resolved address is resolved again while the
+        server cannot be reached: its node may have moved (restarted) or ended (the resolver
+        then raises, and that error is the calls' error)."""
+        if not self._wait_for_ready:
+            if not isinstance(self._target, str):
+                self.address = self._target.resolve(0.0)
+            return transport.open_channel(self.address, self._compress)
+        timeout = self._connect_timeout
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not isinstance(self._target, str):
+                self.address = self._target.resolve(1e9 if remaining is None else remaining)
+            channel = transport.open_channel(self.address, self._compress)
+            attempt = _RESOLVE_AGAIN_SECS if remaining is None else remaining
+            if not isinstance(self._target, str):
+                attempt = min(attempt, _RESOLVE_AGAIN_SECS)
+            if transport.wait_until_ready(channel, attempt):
+                return channel
+            channel.close()
+            if deadline is not None and time.monotonic() >= deadline:
+                raise errors.ServerUnavailableError(
+                    f"Courier server at {self.address} was not reachable within "
+                    f"connect_timeout={timeout}s")
 
     def _open_stream(self) -> "_Stream":
         stream = _Stream(self)

@@ -31,18 +31,24 @@ from launchpad.launch import errors
 from launchpad.program import Program
 
 NodeKey = tuple  # (label, index)
+# After the grace period a node's process gets SIGTERM, and this long to end before SIGKILL.
+KILL_AFTER_TERMINATE_SECS = 3.0
 
 
 class NodeWorker(Protocol):
     """What a launcher hands the controller for each thread/process/job it started."""
 
     name: str
+    returncode: int | None  # how it ended (see Controller.exit_codes); None while running
 
     def join(self, timeout: float) -> bool:
         """Waits up to `timeout` seconds; True if the worker has finished."""
 
     def terminate(self) -> bool:
-        """Ends the worker by force; False if it cannot be ended (a thread)."""
+        """Asks the worker to end now (SIGTERM); False if it cannot be ended (a thread)."""
+
+    def kill(self) -> None:
+        """Ends a worker that ignored `terminate` (SIGKILL)."""
 
 
 class Controller:
@@ -67,6 +73,7 @@ class Controller:
         self._workers: list[NodeWorker] = []
         self._contexts: list[context.NodeContext] = []
         self._stop_waiters: list[concurrent.futures.Future] = []
+        self._finish_callbacks: list = []
         self._stopping = threading.Event()
         self._finished = threading.Event()
         self._server = courier_server.Server(_ControllerService(self), token=self._token,
@@ -90,9 +97,29 @@ class Controller:
             node_context.notify_stop()
         return node_context
 
+    @property
+    def termination_notice_secs(self) -> float:
+        return self._grace
+
+    @property
+    def token(self) -> str:
+        """The program's secret: nodes' servers refuse calls without it."""
+        return self._token
+
     def add_worker(self, worker: NodeWorker) -> None:
         with self._lock:
             self._workers.append(worker)
+
+    def on_finish(self, callback) -> None:
+        """Calls `callback()` once every node has ended, before `wait()` returns."""
+        with self._lock:
+            self._finish_callbacks.append(callback)
+
+    def exit_codes(self) -> dict[str, int | None]:
+        """'label/index' -> how each node's process (or thread) ended: 0 done, > 0 its exit
+        code, < 0 the signal that killed it, None still running."""
+        with self._lock:
+            return {w.name: w.returncode for w in self._workers}
 
     def node_finished(self, label: str, index: int) -> None:
         """A node's code returned: the node is done; when every node is, the program is."""
@@ -244,21 +271,49 @@ class Controller:
             settle(future, True)
         for node_context in contexts:
             node_context.notify_stop()
+        self._end_workers()
+        with self._lock:
+            for node in list(self._running):
+                self._forget_node(node, "the program stopped")
+            callbacks = list(self._finish_callbacks)
+        self._server.stop()
+        for callback in callbacks:
+            try:
+                callback()
+            except Exception:  # noqa: BLE001 - cleanup of one launcher must not block wait()
+                logging.exception("Cleanup of program %s failed", self.program_name)
+        context.remove_process_context(self.launcher_context)
+        self._finished.set()
+
+
+    def _end_workers(self) -> None:
+        """Gives workers the grace period, then SIGTERM, then SIGKILL to what is left."""
         deadline = time.monotonic() + self._grace
         with self._lock:
             workers = list(self._workers)
         for worker in workers:
-            if not worker.join(max(0.0, deadline - time.monotonic())) and not worker.terminate():
+            worker.join(max(0.0, deadline - time.monotonic()))
+        terminated = []
+        for worker in workers:
+            if worker.join(0):
+                continue
+            if worker.terminate():
+                terminated.append(worker)
+            else:
                 logging.warning(
                     "Node %s of program %s did not stop within termination_notice_secs=%gs "
                     "and cannot be killed (a thread); it is left behind", worker.name,
                     self.program_name, self._grace)
-        with self._lock:
-            for node in list(self._running):
-                self._forget_node(node, "the program stopped")
-        self._server.stop()
-        context.remove_process_context(self.launcher_context)
-        self._finished.set()
+        deadline = time.monotonic() + KILL_AFTER_TERMINATE_SECS
+        for worker in terminated:
+            if not worker.join(max(0.0, deadline - time.monotonic())):
+                logging.warning("Node %s of program %s ignored SIGTERM; killing it",
+                                worker.name, self.program_name)
+                worker.kill()
+        for worker in terminated:
+            if not worker.join(KILL_AFTER_TERMINATE_SECS):
+                logging.error("Node %s of program %s survived SIGKILL", worker.name,
+                              self.program_name)
 
 
 class _ControllerService:

@@ -14,7 +14,7 @@ from typing import Any
 
 from absl import flags
 
-from launchpad.launch import local_mt, test_mt
+from launchpad.launch import local_mp, local_mt, test_mp, test_mt
 from launchpad.launch.controller import Controller
 from launchpad.program import Program
 
@@ -36,6 +36,8 @@ class LaunchType(str, enum.Enum):
 _LAUNCHERS = {
     LaunchType.LOCAL_MULTI_THREADING: local_mt,
     LaunchType.TEST_MULTI_THREADING: test_mt,
+    LaunchType.LOCAL_MULTI_PROCESSING: local_mp,
+    LaunchType.TEST_MULTI_PROCESSING: test_mp,
 }
 
 
@@ -113,12 +115,13 @@ def launch(programs: Program | Sequence[Program],
     Args:
       programs: the program, or a list of programs, to launch.
       launch_type: a LaunchType or its value; None reads --lp_launch_type (default local_mt).
-      local_resources: per-group settings for process launchers (group label -> settings);
-        thread launchers check the labels and need nothing else.
+      local_resources: per-group settings for process launchers: group label ->
+        lp.PythonProcess(args=, env=, interpreter=); thread launchers only check the labels.
       test_case: for test_* launch types, the unittest.TestCase (or pytest `request`) whose
         cleanup stops the program; a node failure then fails the test.
-      terminal: where process launchers send node output; thread launchers share the
-        launching process's own output.
+      terminal: where process launchers send node output: 'current_terminal' (default),
+        'output_to_files' or 'tmux_session' (or $LAUNCHPAD_LAUNCH_LOCAL_TERMINAL); thread
+        launchers share the launching process's own output.
       serialize_py_nodes: pickle and unpickle each node before it runs in a thread, to catch
         unpicklable nodes early (default: True for test_mt, False for local_mt).
       termination_notice_secs: seconds nodes get to finish after a stop (default 10, or
@@ -127,11 +130,11 @@ def launch(programs: Program | Sequence[Program],
     Raises:
       ValueError, TypeError: bad programs or options, named in the message.
     """
-    del terminal  # only process launchers have terminals
     single = isinstance(programs, Program)
     checked = [_check_program(p) for p in ([programs] if single else list(programs))]
     launcher = _LAUNCHERS[_launch_type(launch_type)]
-    options = {"test_case": test_case, "serialize_py_nodes": serialize_py_nodes}
+    options = {"test_case": test_case, "serialize_py_nodes": serialize_py_nodes,
+               "local_resources": local_resources, "terminal": terminal}
     if hasattr(launcher, "validate"):
         launcher.validate(**options)
     for program in checked:

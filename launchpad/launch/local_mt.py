@@ -25,6 +25,7 @@ class ThreadWorker:
         self._controller = controller
         self._node = node
         self._context = controller.node_context(node.label, node.index)
+        self.returncode: int | None = None
         self._thread = threading.Thread(
             target=self._run, name=f"lp:{controller.program_name}:{node.name}", daemon=True)
 
@@ -36,8 +37,10 @@ class ThreadWorker:
         try:
             self._node.run()
         except BaseException as e:  # noqa: BLE001 - a node's failure is the controller's to judge
+            self.returncode = 1
             self._controller.node_raised(self._node.label, self._node.index, e)
         else:
+            self.returncode = 0
             self._controller.node_finished(self._node.label, self._node.index)
         finally:
             context.leave(token)
@@ -48,6 +51,9 @@ class ThreadWorker:
 
     def terminate(self) -> bool:
         return False
+
+    def kill(self) -> None:
+        raise NotImplementedError("a thread cannot be killed")
 
 
 def _roundtrip(node: Node) -> Node:

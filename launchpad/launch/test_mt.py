@@ -16,18 +16,28 @@ def _stop_and_wait(controller: Controller) -> None:
     controller.wait()  # raises NodeFailedError into the test if a node failed
 
 
-def validate(*, test_case: Any, **unused: Any) -> None:
+def check_test_case(test_case: Any, launch_type: str, outside: str) -> None:
     if not (hasattr(test_case, "addCleanup") or hasattr(test_case, "addfinalizer")):
         raise ValueError(
-            "launch_type='test_mt' needs test_case=: a unittest.TestCase (self), or pytest's "
-            f"`request` fixture; got {test_case!r}. Outside tests use launch_type='local_mt'")
+            f"launch_type={launch_type!r} needs test_case=: a unittest.TestCase (self), or "
+            f"pytest's `request` fixture; got {test_case!r}. Outside tests use "
+            f"launch_type={outside!r}")
 
 
-def launch(program: Program, controller: Controller, *, test_case: Any,
-           serialize_py_nodes: bool | None, **unused: Any) -> None:
+def stop_at_cleanup(test_case: Any, controller: Controller) -> None:
+    """Stops the program and waits for it when the test ends (failing it if a node failed)."""
     if hasattr(test_case, "addCleanup"):
         test_case.addCleanup(_stop_and_wait, controller)
     else:
         test_case.addfinalizer(lambda: _stop_and_wait(controller))
+
+
+def validate(*, test_case: Any, **unused: Any) -> None:
+    check_test_case(test_case, "test_mt", "local_mt")
+
+
+def launch(program: Program, controller: Controller, *, test_case: Any,
+           serialize_py_nodes: bool | None, **unused: Any) -> None:
+    stop_at_cleanup(test_case, controller)
     local_mt.launch(program, controller, serialize_py_nodes=serialize_py_nodes,
                     default_serialize=True)

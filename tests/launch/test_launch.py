@@ -1,4 +1,5 @@
-"""Programs launched for real, one body for every thread launcher (local_mt, test_mt)."""
+"""Programs launched for real, one test body for every launch type (local_mt, test_mt,
+local_mp, test_mp)."""
 
 import contextlib
 import dataclasses
@@ -9,8 +10,7 @@ import pytest
 
 import launchpad as lp
 from launchpad import courier
-
-TIMEOUT = 20
+from tests.launch.helpers import TIMEOUT
 
 
 class Producer:
@@ -29,31 +29,8 @@ class Consumer:
         lp.stop()
 
 
-class ResultBox:
-    """Collects a value from a node; picklable by reference to a module-level registry."""
-
-    _boxes: dict = {}
-
-    def __init__(self):
-        self._key = id(self)
-        self._boxes[self._key] = (threading.Event(), [])
-
-    def __getstate__(self):
-        return {"_key": self._key}
-
-    def put(self, value):
-        event, values = self._boxes[self._key]
-        values.append(value)
-        event.set()
-
-    def get(self, timeout=TIMEOUT):
-        event, values = self._boxes[self._key]
-        assert event.wait(timeout), "no result within the timeout"
-        return values[0]
-
-
-def test_consumer_producers(launch):
-    results = ResultBox()
+def test_consumer_producers(launch, box):
+    results = box()
     program = lp.Program("consumer_producers")
     with program.group("producer"):
         producers = [program.add_node(lp.CourierNode(Producer)) for _ in range(4)]
@@ -88,8 +65,8 @@ def _use_nested_handles(wiring, pair, results):
     results.put((wiring.echo.echo(1), wiring.named["e"].echo(2), pair[1].echo(3)))
 
 
-def test_handles_nested_in_arguments_become_clients(launch):
-    results = ResultBox()
+def test_handles_nested_in_arguments_become_clients(launch, box):
+    results = box()
     program = lp.Program("p")
     echo = program.add_node(lp.CourierNode(Echo), label="echo")
     program.add_node(lp.PyNode(_use_nested_handles, Wiring(echo, {"e": echo}), (0, echo),
@@ -128,8 +105,8 @@ class RunsOnce:
         self._results.put("ran")
 
 
-def test_courier_server_stops_when_run_returns(launch):
-    results = ResultBox()
+def test_courier_server_stops_when_run_returns(launch, box):
+    results = box()
     program = lp.Program("p")
     handle = program.add_node(lp.CourierNode(RunsOnce, results,
                                              courier_client_kwargs={"connect_timeout": 1}),
@@ -189,8 +166,8 @@ def _report_peer_address(address, results):
     results.put(address.resolve(timeout=TIMEOUT))
 
 
-def test_allocated_address_resolves_to_the_same_port_everywhere(launch):
-    own, peer = ResultBox(), ResultBox()
+def test_allocated_address_resolves_to_the_same_port_everywhere(launch, box):
+    own, peer = box(), box()
     program = lp.Program("addresses")
     server = lp.PyClassNode(AddressOwner)
     web = server.allocate_address("web")
@@ -198,8 +175,9 @@ def test_allocated_address_resolves_to_the_same_port_everywhere(launch):
     program.add_node(server, label="server")
     program.add_node(lp.PyNode(_report_peer_address, web, peer), label="peer")
     launch(program)
-    assert own.get() == peer.get() == web.resolve(timeout=TIMEOUT)
-    assert lp.get_port_from_address(own.get()) > 0
+    address = own.get()
+    assert address == peer.get() == web.resolve(timeout=TIMEOUT)
+    assert lp.get_port_from_address(address) > 0
 
 
 def test_allocating_the_same_address_name_twice_is_an_error():
@@ -213,8 +191,8 @@ def _finish(results, i):
     results.put(i)
 
 
-def test_program_ends_when_every_node_has_finished(launch):
-    results = ResultBox()
+def test_program_ends_when_every_node_has_finished(launch, box):
+    results = box()
     program = lp.Program("p")
     with program.group("worker"):
         for i in range(3):
@@ -232,24 +210,28 @@ class FailsInConstructor:
         raise ValueError("boom in constructor")
 
 
-@pytest.mark.parametrize("node, expected", [
-    (lp.PyNode(_raise_in_run), "KeyError: 'boom in run'"),
-    (lp.CourierNode(FailsInConstructor), "ValueError: boom in constructor"),
+@pytest.mark.parametrize("make_node, expected", [
+    (lambda: lp.PyNode(_raise_in_run), "KeyError: 'boom in run'"),
+    (lambda: lp.CourierNode(FailsInConstructor), "ValueError: boom in constructor"),
 ])
-def test_failing_node_stops_the_program_and_is_named(node, expected, no_leaked_threads):
+def test_failing_node_stops_the_program_and_is_named(make_node, expected, launch_local):
     program = lp.Program("failing")
-    program.add_node(node, label="bad")
+    program.add_node(make_node(), label="bad")
     program.add_node(lp.CourierNode(Echo), label="server")
-    controller = lp.launch(program, launch_type="local_mt")
+    controller = launch_local(program)
     with pytest.raises(lp.NodeFailedError, match="bad/0") as info:
         controller.wait(TIMEOUT)
     assert info.value.node == "bad/0" and expected in info.value.reason
     assert expected in info.value.node_traceback
+    assert type(info.value.__cause__).__name__ == expected.split(":")[0]
     with pytest.raises(lp.NodeFailedError):  # every later wait says the same
         controller.wait(TIMEOUT)
+    assert controller.exit_codes()["bad/0"] == 1
 
 
-def test_a_node_failure_fails_the_test_under_test_mt(no_leaked_threads):
+@pytest.mark.parametrize("launch_type", ["test_mt", "test_mp"])
+def test_a_node_failure_fails_the_test_under_test_launchers(launch_type, no_leaked_threads,
+                                                             no_leaked_processes):
     import unittest
 
     class Case(unittest.TestCase):
@@ -257,8 +239,8 @@ def test_a_node_failure_fails_the_test_under_test_mt(no_leaked_threads):
             program = lp.Program("in_test")
             program.add_node(lp.PyNode(_raise_in_run), label="bad")
             program.add_node(lp.CourierNode(Echo), label="server")
-            controller = lp.launch(program, launch_type="test_mt", test_case=self)
-            # Let the program end first; the cleanup test_mt added must then report the failure.
+            controller = lp.launch(program, launch_type=launch_type, test_case=self)
+            # Let the program end first; the cleanup the launcher added must report the failure.
             with contextlib.suppress(lp.NodeFailedError):
                 controller.wait(TIMEOUT)
 
@@ -294,8 +276,8 @@ class StopWatcher:
         self._results.put(seen)
 
 
-def test_stop_api_from_a_node_and_from_its_threads(launch):
-    results = ResultBox()
+def test_stop_api_from_a_node_and_from_its_threads(launch, box):
+    results = box()
     program = lp.Program("stopping")
     program.add_node(lp.PyClassNode(StopWatcher, results), label="watcher")
     controller = launch(program)
@@ -418,8 +400,8 @@ class RunRecorder:
         self._results.put("ran")
 
 
-def test_disable_run_builds_without_running_and_enable_run_restores_it(no_leaked_threads):
-    skipped, ran = ResultBox(), ResultBox()
+def test_disable_run_builds_without_running_and_enable_run_restores_it(launch, box):
+    skipped, ran = box(), box()
     program = lp.Program("run_switch")
     quiet = lp.PyClassNode(RunRecorder, skipped)
     quiet.disable_run()
@@ -428,6 +410,6 @@ def test_disable_run_builds_without_running_and_enable_run_restores_it(no_leaked
     loud.enable_run()
     program.add_node(quiet, label="quiet")
     program.add_node(loud, label="loud")
-    assert lp.launch(program, launch_type="local_mt").wait(TIMEOUT)
+    assert launch(program).wait(TIMEOUT)
     assert ran.get() == "ran"
-    assert ResultBox._boxes[skipped._key][1] == []  # the program ended; run() never put
+    assert skipped.empty()  # the program ended; run() never put

@@ -1,0 +1,83 @@
+"""local_mp: every node of the program is a process of its own on this host.
+
+Each node runs in the worker (launch/worker.py), started from its spec file by a fork of the
+launch's fork server (the core already imported: milliseconds per node) or, for groups whose
+`PythonProcess` asks for their own interpreter, by a fresh interpreter. Each process leads a
+process group, so stopping ends whatever a node started, and a terminal's Ctrl+C reaches only
+the launcher. A node whose process exits non-zero or is killed fails the program, named with
+its exit code or signal and, when it raised, its traceback.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import shutil
+import tempfile
+from typing import Any
+
+from launchpad.launch import process, terminals
+from launchpad.launch.controller import Controller
+from launchpad.launch.process import NodeProcess, PythonProcess
+from launchpad.nodes.base import Node
+from launchpad.program import Program
+
+
+def validate(*, local_resources: dict | None, terminal: str | None, **unused: Any) -> None:
+    for group, settings in (local_resources or {}).items():
+        if not isinstance(settings, PythonProcess):
+            raise TypeError(f"local_resources[{group!r}] must be an lp.PythonProcess, got "
+                            f"{settings!r}")
+    terminals.choose(terminal)
+
+
+def make_run_dir(program_name: str) -> str:
+    """A private folder for the launch's node specs (and logs): <tmp>/launchpad/<name>-<time>-."""
+    base = os.path.join(tempfile.gettempdir(), "launchpad")
+    os.makedirs(base, exist_ok=True)
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in program_name)
+    return tempfile.mkdtemp(prefix=f"{safe}-{stamp}-", dir=base)
+
+
+def _report_exit(controller: Controller, node: Node, node_process: NodeProcess) -> None:
+    if node_process.returncode == 0 or node_process.ended_by_launcher:
+        controller.node_finished(node.label, node.index)
+        return
+    reason, node_traceback, exception = node_process.failure()
+    controller.node_failed(node.label, node.index, reason, node_traceback, exception)
+
+
+def _clean_up(run_dir: str, terminal: terminals.Terminal, spawner: Any) -> None:
+    terminal.close()
+    if hasattr(spawner, "close"):
+        spawner.close()
+    for name in os.listdir(run_dir):
+        if name.endswith((".spec", ".failure")):
+            os.unlink(os.path.join(run_dir, name))
+    if not os.listdir(run_dir):
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def launch(program: Program, controller: Controller, *, local_resources: dict | None,
+           terminal: str | None, **unused: Any) -> None:
+    """Starts one process per node of `program` under `controller`."""
+    run_dir = make_run_dir(program.name)
+    term = terminals.make(terminals.choose(terminal), program.name, run_dir)
+    spawner = process.ExecSpawner()
+    controller.on_finish(lambda: _clean_up(run_dir, term, spawner))
+    launcher_context = controller.launcher_context
+    node_processes = []
+    for node in program.get_all_nodes():
+        settings = (local_resources or {}).get(node.label) or PythonProcess()
+        spec = process.node_spec(node, launcher_context, node.label, node.index,
+                                 controller.termination_notice_secs, run_dir,
+                                 argv=settings.argv(), env=settings.env)
+        node_process = NodeProcess(
+            node.name, process.write_node_spec(spec), spec.report_path, settings, spawner,
+            lambda name=node.name: term.open(name),
+            on_exit=lambda p, node=node: _report_exit(controller, node, p))
+        controller.add_worker(node_process)
+        node_processes.append(node_process)
+    for node_process in node_processes:
+        node_process.start()

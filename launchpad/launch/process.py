@@ -1,0 +1,287 @@
+"""Node processes on this host: start one, learn how it ended, end it.
+
+A `NodeProcess` is one node's process as its launcher sees it (a controller `NodeWorker`)::
+
+    start()  -> a spawner runs the worker (launch/worker.py) on the node's spec file,
+                with the stdin/stdout/stderr its terminal gives, in a process group of its own
+    exits    -> on_exit(process): the exit code, and the worker's failure report if it wrote one
+    terminate() / kill() -> SIGTERM / SIGKILL to the whole process group
+
+Spawners: a fresh interpreter (`python -m launchpad.launch.worker`), or a fork of the launch's
+fork server (fork_server.py), which has the core already imported and starts a node in
+milliseconds. Groups that need their own interpreter or interpreter arguments always get a
+fresh one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+import cloudpickle
+
+Stdio = tuple[int, int, int]  # stdin, stdout, stderr file descriptors
+
+
+@dataclasses.dataclass
+class WorkerSpec:
+    """Everything a node's process needs, written by the launcher."""
+
+    node: bytes  # cloudpickle of the Node
+    program_name: str
+    label: str
+    index: int
+    controller_address: str
+    token: str
+    termination_notice_secs: float
+    report_path: str  # where the failure report goes
+    run_dir: str  # the launch's folder (specs of colocated children go here too)
+    sys_path: list[str] = dataclasses.field(default_factory=list)
+    argv: list[str] = dataclasses.field(default_factory=list)  # the node's sys.argv
+    env: dict[str, str] = dataclasses.field(default_factory=dict)  # applied by fork servers
+
+
+@dataclasses.dataclass
+class FailureReport:
+    """Why a node's process failed, as its worker saw it."""
+
+    reason: str
+    traceback: str
+    exception: BaseException | None
+
+
+def write_spec(spec: WorkerSpec, path: str) -> None:
+    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:
+        pickle.dump(spec, f)
+
+
+def read_spec(path: str) -> WorkerSpec:
+    with open(path, "rb") as f:
+        return pickle.load(f)
+
+
+def read_report(path: str) -> FailureReport | None:
+    """The failure report a worker left at `path`, or None (it wrote none)."""
+    try:
+        with open(path, "rb") as f:
+            return pickle.load(f)
+    except Exception:  # noqa: BLE001 - missing, torn by a kill, or of a class unknown here
+        return None
+
+
+@dataclasses.dataclass
+class PythonProcess:
+    """How the processes of one group start (`local_resources={'group': PythonProcess(...)}`).
+
+    Args:
+      args: command-line arguments the node's code sees in `sys.argv[1:]` (a dict becomes
+        `--key=value` flags), e.g. for absl flags the node parses.
+      env: environment variables set for the node, e.g. `CUDA_VISIBLE_DEVICES`.
+      interpreter: the Python executable to run the node with (default: this one).
+      interpreter_args: arguments for the interpreter itself (e.g. `['-X', 'importtime']`).
+    """
+
+    args: Mapping[str, Any] | Sequence[str] | None = None
+    env: Mapping[str, str] | None = None
+    interpreter: str | None = None
+    interpreter_args: Sequence[str] | None = None
+
+    def __post_init__(self):
+        for key, value in (self.env or {}).items():
+            if not isinstance(key, str) or not isinstance(value, str):
+                raise TypeError(f"PythonProcess env must map str to str, got {key!r}: {value!r}")
+        if isinstance(self.args, str):
+            raise TypeError(f"PythonProcess args must be a dict or a list, got {self.args!r}")
+
+    def argv(self) -> list[str]:
+        if isinstance(self.args, Mapping):
+            return [f"--{key}={value}" for key, value in self.args.items()]
+        return [str(a) for a in self.args or ()]
+
+    def needs_fresh_interpreter(self) -> bool:
+        """Whether a fork of an already running interpreter cannot honour these settings:
+        another interpreter, interpreter arguments, or variables read at interpreter start."""
+        startup = ("PYTHON", "LD_", "MALLOC_")
+        return bool(self.interpreter or self.interpreter_args
+                    or any(k.startswith(startup) for k in self.env or {}))
+
+
+def describe_exit(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            return f"killed by signal {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exited with code {returncode}"
+
+
+class Spawner(Protocol):
+    def spawn(self, spec_path: str, settings: PythonProcess, stdio: Stdio, new_session: bool,
+              on_exit: Callable[[int], None]) -> int:
+        """Starts the worker on `spec_path`; returns its pid. `on_exit(returncode)` is called
+        once when it has ended (negative: killed by that signal)."""
+
+
+class ExecSpawner:
+    """Starts each worker as a fresh interpreter."""
+
+    def spawn(self, spec_path: str, settings: PythonProcess, stdio: Stdio, new_session: bool,
+              on_exit: Callable[[int], None]) -> int:
+        argv = [settings.interpreter or sys.executable, *(settings.interpreter_args or ()),
+                "-m", "launchpad.launch.worker", "--spec", spec_path]
+        env = {**os.environ, **(settings.env or {})}
+        popen = subprocess.Popen(argv, env=env, stdin=stdio[0], stdout=stdio[1],
+                                 stderr=stdio[2], start_new_session=new_session)
+        threading.Thread(target=lambda: on_exit(popen.wait()), daemon=True,
+                         name=f"lp-wait-{popen.pid}").start()
+        return popen.pid
+
+
+class NodeProcess:
+    """One node's process (see the module doc); restartable."""
+
+    def __init__(self, name: str, spec_path: str, report_path: str, settings: PythonProcess,
+                 spawner: Spawner, open_stdio: Callable[[], tuple[Stdio, bool]],
+                 new_session: bool = True,
+                 on_exit: Callable[[NodeProcess], None] | None = None):
+        self.name = name
+        self.report_path = report_path
+        self._spec_path = spec_path
+        self._settings = settings
+        self._spawner = spawner
+        self._open_stdio = open_stdio
+        self._new_session = new_session
+        self._on_exit = on_exit
+        self._lock = threading.Lock()
+        self._ended = threading.Event()
+        self._pid = 0
+        self.returncode: int | None = None
+        self.ended_by_launcher = False
+
+    @property
+    def pid(self) -> int:
+        return self._pid
+
+    def start(self) -> None:
+        """Starts (or, once ended, restarts) the process."""
+        with self._lock:
+            self._ended.clear()
+            self.returncode = None
+            self.ended_by_launcher = False
+            if os.path.exists(self.report_path):
+                os.unlink(self.report_path)
+            stdio, close_after = self._open_stdio()
+            try:
+                self._pid = self._spawner.spawn(self._spec_path, self._settings, stdio,
+                                                self._new_session, self._exited)
+            finally:
+                if close_after:  # the child holds its own copies now
+                    for fd in set(stdio):
+                        os.close(fd)
+
+    restart = start
+
+    def _exited(self, returncode: int) -> None:
+        with self._lock:
+            self.returncode = returncode
+            self._ended.set()
+        if self._on_exit is not None:
+            self._on_exit(self)
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        """Waits up to `timeout` seconds; the exit code once ended, else None."""
+        self._ended.wait(timeout)
+        return self.returncode
+
+    def join(self, timeout: float) -> bool:
+        return self._ended.wait(timeout)
+
+    def terminate(self) -> bool:
+        self._signal(signal.SIGTERM)
+        return True
+
+    def kill(self) -> None:
+        self._signal(signal.SIGKILL)
+
+    def _signal(self, sig: signal.Signals) -> None:
+        with self._lock:
+            if self._ended.is_set() or not self._pid:
+                return
+            self.ended_by_launcher = True
+            try:
+                if self._new_session:
+                    os.killpg(self._pid, sig)  # the node and whatever it started
+                else:
+                    os.kill(self._pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def failure(self) -> tuple[str, str, BaseException | None]:
+        """(reason, traceback, exception) of an ended process, from its report if any."""
+        how = describe_exit(self.returncode if self.returncode is not None else 0)
+        report = read_report(self.report_path)
+        if report is None:
+            return how, "", None
+        return f"{report.reason} ({how})", report.traceback, report.exception
+
+
+def node_spec(node: Any, program_context: Any, label: str, index: int,
+              termination_notice_secs: float, run_dir: str, argv: Sequence[str] = (),
+              env: Mapping[str, str] | None = None) -> WorkerSpec:
+    """The spec a worker needs to run `node` as node label/index of `program_context`'s
+    program (any context of that program: it gives the controller and the token)."""
+    try:
+        pickled = cloudpickle.dumps(node)
+    except Exception as e:
+        raise ValueError(f"Node {label}/{index} cannot be serialized ({type(e).__name__}: "
+                         f"{e}); its function, class and arguments must be picklable to run "
+                         "in a process") from e
+    file_name = f"{label}.{index}".replace("/", ".")
+    return WorkerSpec(
+        node=pickled, program_name=program_context.program_name, label=label, index=index,
+        controller_address=program_context.controller_address, token=program_context.token,
+        termination_notice_secs=termination_notice_secs,
+        report_path=os.path.join(run_dir, f"{file_name}.failure"), run_dir=run_dir,
+        sys_path=list(sys.path), argv=[sys.argv[0] if sys.argv else "", *argv],
+        env=dict(env or {}))
+
+
+def write_node_spec(spec: WorkerSpec) -> str:
+    path = spec.report_path.removesuffix(".failure") + ".spec"
+    write_spec(spec, path)
+    return path
+
+
+class ChildProcessStarter:
+    """Starts colocated nodes as child processes of this one (a context.ProcessStarter).
+
+    Children share this process's stdin/stdout/stderr. In a node's process they stay in its
+    process group, so ending the node ends them too; elsewhere (the launching process under
+    local_mt) each gets a group of its own, out of reach of the terminal's Ctrl+C.
+    """
+
+    def __init__(self, run_dir: str | None, termination_notice_secs: float, in_worker: bool):
+        self._run_dir = run_dir
+        self._grace = termination_notice_secs
+        self._in_worker = in_worker
+        self._spawner = ExecSpawner()
+
+    def start(self, node: Any, node_context: Any) -> NodeProcess:
+        if self._run_dir is None:
+            self._run_dir = tempfile.mkdtemp(prefix=f"launchpad-{node_context.program_name}-")
+        spec = node_spec(node, node_context, node_context.label, node_context.index,
+                         self._grace, self._run_dir)
+        process = NodeProcess(f"{node_context.label}/{node_context.index}",
+                              write_node_spec(spec), spec.report_path, PythonProcess(),
+                              self._spawner, lambda: ((0, 1, 2), False),
+                              new_session=not self._in_worker)
+        process.start()
+        return process

@@ -1,0 +1,243 @@
+"""Where the output of node processes goes: the terminal of a process launch.
+
+    current_terminal  every line of every node on the launcher's stdout, prefixed with the
+                      node's [label/index] (coloured when stdout is a terminal); the default
+    output_to_files   one log per node (label.index.log) in the launch's run folder, whose
+                      path is printed at launch
+    tmux_session      a tmux session with one window per node: its output, and its input (for
+                      a debugger); the session stays open after the program ends for reading
+
+`terminal=` of `lp.launch` picks one, else the LAUNCHPAD_LAUNCH_LOCAL_TERMINAL variable, else
+current_terminal. Whatever the terminal, node processes are children of the launcher, so the
+controller knows each one's exit status.
+"""
+
+from __future__ import annotations
+
+import abc
+import itertools
+import os
+import selectors
+import shutil
+import subprocess
+import sys
+import threading
+from typing import TextIO
+
+Stdio = tuple[int, int, int]
+
+CURRENT_TERMINAL = "current_terminal"
+OUTPUT_TO_FILES = "output_to_files"
+TMUX_SESSION = "tmux_session"
+TERMINALS = (CURRENT_TERMINAL, OUTPUT_TO_FILES, TMUX_SESSION)
+TERMINAL_VARIABLE = "LAUNCHPAD_LAUNCH_LOCAL_TERMINAL"
+
+
+def choose(terminal: str | None) -> str:
+    """The terminal to use: `terminal`, else $LAUNCHPAD_LAUNCH_LOCAL_TERMINAL, else the default."""
+    chosen = terminal or os.environ.get(TERMINAL_VARIABLE) or CURRENT_TERMINAL
+    if chosen not in TERMINALS:
+        where = "terminal=" if terminal else f"${TERMINAL_VARIABLE}"
+        raise ValueError(f"Unknown terminal {chosen!r} (from {where}); terminals of process "
+                         f"launchers: {', '.join(TERMINALS)}")
+    if chosen == TMUX_SESSION and shutil.which("tmux") is None:
+        raise ValueError("terminal='tmux_session' needs tmux, which is not installed "
+                         "(apt-get install tmux)")
+    return chosen
+
+
+class Terminal(abc.ABC):
+    """Gives each node process its stdin, stdout and stderr."""
+
+    @abc.abstractmethod
+    def open(self, name: str) -> tuple[Stdio, bool]:
+        """File descriptors for the process of node `name` (opened anew on each restart),
+        and whether the caller closes them once the process holds its own copies."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Called once every node process has ended."""
+
+
+def make(terminal: str, program_name: str, run_dir: str) -> Terminal:
+    if terminal == OUTPUT_TO_FILES:
+        return FilesTerminal(program_name, run_dir)
+    if terminal == TMUX_SESSION:
+        return TmuxTerminal(program_name, run_dir)
+    return CurrentTerminal(sys.stdout)
+
+
+class CurrentTerminal(Terminal):
+    """Prefixes each line of each node with its name and writes it to `out`."""
+
+    _COLOURS = (32, 34, 35, 36, 33, 31)  # green, blue, magenta, cyan, yellow, red
+
+    def __init__(self, out: TextIO):
+        self._out = out
+        colour = out.isatty() and "NO_COLOR" not in os.environ
+        self._colour = colour
+        self._colours = itertools.cycle(self._COLOURS)
+        self._pump = _LinePump(out)
+
+    def open(self, name: str) -> tuple[Stdio, bool]:
+        prefix = f"[{name}] "
+        if self._colour:
+            prefix = f"\x1b[1;{next(self._colours)}m[{name}]\x1b[0m "
+        read_end, write_end = os.pipe()
+        self._pump.add(read_end, prefix)
+        return (os.open(os.devnull, os.O_RDONLY), write_end, write_end), True
+
+    def close(self) -> None:
+        self._pump.close(timeout=5.0)
+
+
+class _LinePump:
+    """One thread that copies lines from many pipes to one stream, each with its prefix."""
+
+    def __init__(self, out: TextIO):
+        self._out = out
+        self._selector = selectors.DefaultSelector()
+        self._wake_read, self._wake_write = os.pipe()
+        self._selector.register(self._wake_read, selectors.EVENT_READ, None)
+        self._lock = threading.Lock()
+        self._added: list[tuple[int, str]] = []
+        self._open_pipes = 0
+        self._closing = False
+        self._all_closed = threading.Condition(self._lock)
+        self._thread = threading.Thread(target=self._run, name="lp-output", daemon=True)
+        self._thread.start()
+
+    def add(self, fd: int, prefix: str) -> None:
+        with self._lock:
+            self._added.append((fd, prefix))
+            self._open_pipes += 1
+        os.write(self._wake_write, b"+")
+
+    def close(self, timeout: float) -> None:
+        """Waits (bounded) for every pipe to reach its end, then stops the thread."""
+        with self._lock:
+            self._all_closed.wait_for(lambda: self._open_pipes == 0, timeout)
+            self._closing = True
+        os.write(self._wake_write, b"x")
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        partial: dict[int, bytes] = {}
+        while True:
+            for key, _ in self._selector.select():
+                if key.fd == self._wake_read:
+                    os.read(self._wake_read, 1024)
+                    if self._take_added(partial):
+                        return
+                    continue
+                data = os.read(key.fd, 65536)
+                if data:
+                    self._write(key.data, partial, key.fd, data)
+                else:
+                    self._end(key, partial)
+
+    def _take_added(self, partial: dict[int, bytes]) -> bool:
+        """Registers pipes added since; True when the pump is to stop."""
+        with self._lock:
+            added, self._added = self._added, []
+            closing = self._closing
+        for fd, prefix in added:
+            partial[fd] = b""
+            self._selector.register(fd, selectors.EVENT_READ, prefix)
+        if closing:
+            for key in list(self._selector.get_map().values()):
+                if key.fd != self._wake_read:
+                    self._end(key, partial)
+            self._selector.close()
+            os.close(self._wake_read)
+            os.close(self._wake_write)
+        return closing
+
+    def _write(self, prefix: str, partial: dict[int, bytes], fd: int, data: bytes) -> None:
+        *lines, rest = (partial[fd] + data).split(b"\n")
+        if len(rest) > 65536:  # a very long line without an end: show it anyway
+            lines.append(rest)
+            rest = b""
+        partial[fd] = rest
+        if lines:
+            self._emit(prefix, lines)
+
+    def _end(self, key: selectors.SelectorKey, partial: dict[int, bytes]) -> None:
+        rest = partial.pop(key.fd, b"")
+        if rest:
+            self._emit(key.data, [rest])
+        self._selector.unregister(key.fd)
+        os.close(key.fd)
+        with self._lock:
+            self._open_pipes -= 1
+            self._all_closed.notify_all()
+
+    def _emit(self, prefix: str, lines: list[bytes]) -> None:
+        text = "".join(f"{prefix}{line.decode(errors='replace')}\n" for line in lines)
+        try:
+            self._out.write(text)
+            self._out.flush()
+        except (OSError, ValueError):
+            pass  # the launcher's stdout is gone; the node must not block on it
+
+
+class FilesTerminal(Terminal):
+    """Appends each node's output to `<run_dir>/<label>.<index>.log`."""
+
+    def __init__(self, program_name: str, run_dir: str):
+        self._run_dir = run_dir
+        print(f"launchpad: output of the nodes of {program_name!r} goes to {run_dir}/",
+              flush=True)
+
+    def log_path(self, name: str) -> str:
+        return os.path.join(self._run_dir, f"{name.replace('/', '.')}.log")
+
+    def open(self, name: str) -> tuple[Stdio, bool]:
+        log = os.open(self.log_path(name), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        return (os.open(os.devnull, os.O_RDONLY), log, log), True
+
+    def close(self) -> None:
+        """The logs stay in the run folder."""
+
+
+class TmuxTerminal(Terminal):
+    """One tmux window per node, in a session named after the program and launch.
+
+    Each window runs an idle placeholder; the node process is the launcher's child and uses the
+    window's terminal as its stdin, stdout and stderr, so its output shows there and a debugger
+    can read from it. Attach with `tmux attach -t <session>`; the session outlives the program
+    so its output can be read, until `tmux kill-session -t <session>`.
+    """
+
+    _PLACEHOLDER = ["sh", "-c", "trap '' INT; exec sleep infinity"]
+
+    def __init__(self, program_name: str, run_dir: str):
+        safe = "".join(c if c.isalnum() or c in "-_" else "-" for c in program_name)
+        self.session = f"launchpad-{safe}-{os.path.basename(run_dir).rsplit('-', 1)[-1]}"
+        self._started = False
+        self._lock = threading.Lock()
+        print(f"launchpad: nodes of {program_name!r} run in tmux session {self.session!r}: "
+              f"tmux attach -t {self.session}", flush=True)
+
+    def open(self, name: str) -> tuple[Stdio, bool]:
+        with self._lock:
+            if not self._started:
+                command = ["new-session", "-d", "-s", self.session, "-x", "200", "-y", "50"]
+                self._started = True
+            else:
+                command = ["new-window", "-d", "-t", f"{self.session}:"]
+            tty = _tmux(*command, "-n", name, "-P", "-F", "#{pane_tty}", *self._PLACEHOLDER)
+        fd = os.open(tty, os.O_RDWR | os.O_NOCTTY)
+        return (fd, fd, fd), True
+
+    def close(self) -> None:
+        """The session stays open, so the nodes' output can be read."""
+
+
+def _tmux(*args: str) -> str:
+    env = {k: v for k, v in os.environ.items() if k != "TMUX"}  # nested launches work too
+    result = subprocess.run(["tmux", *args], capture_output=True, text=True, env=env,
+                            timeout=30)
+    if result.returncode != 0:
+        raise RuntimeError(f"tmux {' '.join(args[:1])} failed: {result.stderr.strip()}")
+    return result.stdout.strip()

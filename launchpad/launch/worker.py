@@ -1,0 +1,143 @@
+"""The entry point of a node's own process: `python -m launchpad.launch.worker --spec PATH`.
+
+A process launcher writes a `WorkerSpec` (the node, pickled with cloudpickle, and how to reach
+the program's controller) and starts this module on it, or hands the spec to a fork server that
+runs `run_worker` in a fresh fork. The worker::
+
+    load the spec -> node context (controller client, stop watcher) -> node.run()
+      returns -> exit 0          raises -> write a failure report -> exit 1
+
+The launcher learns how the node ended from the exit status, and why from the report (the
+exception's type, message and traceback). The stop watcher holds a call to the controller that
+returns when the program stops: then the node's stop event is set and its stop handlers run.
+If the controller vanishes instead (the launching process was killed), the node is stopped the
+same way and the process exits by itself after the grace period: nothing is orphaned.
+
+Only what the node needs is imported here: the courier client and the node's own code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pickle
+import sys
+import threading
+import time
+import traceback
+from typing import Any
+
+import cloudpickle
+
+from launchpad import context
+from launchpad.courier import client as courier_client
+from launchpad.launch import process
+from launchpad.launch.process import FailureReport, WorkerSpec
+
+EXIT_NODE_RAISED = 1
+EXIT_CONTROLLER_GONE = 75  # EX_TEMPFAIL: the program's controller disappeared
+
+
+def _write_report(path: str, exc: BaseException) -> None:
+    report = FailureReport(f"{type(exc).__name__}: {exc}",
+                           "".join(traceback.format_exception(exc)), exc)
+    try:
+        data = cloudpickle.dumps(report)
+    except Exception:  # noqa: BLE001 - an unpicklable exception still has its text
+        report.exception = None
+        data = pickle.dumps(report)
+    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:
+        f.write(data)
+
+
+class ControllerClient:
+    """The program's controller as seen from a node's process (a context.AddressBook)."""
+
+    def __init__(self, address: str, token: str):
+        # The controller exists before any node starts: if it cannot be reached, it is gone.
+        self._client = courier_client.Client(address, token=token, wait_for_ready=False)
+
+    def register(self, label: str, index: int, name: str, address: str) -> None:
+        self._client.register(label, index, name, address)
+
+    def address_of(self, label: str, index: int, name: str, timeout: float) -> str:
+        return self._client.address_of(label, index, name, timeout)
+
+    def request_stop(self) -> None:
+        self._client.request_stop()
+
+    def wait_for_stop(self) -> None:
+        """Returns when the program stops; raises if the controller is gone."""
+        self._client.wait_for_stop()
+
+
+def _watch_for_stop(controller: ControllerClient, node_context: context.NodeContext,
+                    grace: float) -> None:
+    try:
+        controller.wait_for_stop()
+        gone = False
+    except Exception:  # noqa: BLE001 - whatever broke the call, the controller is gone
+        gone = True
+    node_context.notify_stop()
+    if gone:
+        time.sleep(grace)  # the node's time to finish; then nothing may outlive the program
+        print(f"launchpad: node {node_context.name}: the program's controller is gone; "
+              f"exiting after the grace period of {grace:g}s", file=sys.stderr, flush=True)
+        _exit(EXIT_CONTROLLER_GONE)
+
+
+def make_context(spec: WorkerSpec, controller: ControllerClient) -> context.NodeContext:
+    node_context = context.NodeContext(
+        program_name=spec.program_name, label=spec.label, index=spec.index,
+        controller_address=spec.controller_address, token=spec.token, addresses=controller,
+        request_stop=controller.request_stop)
+    node_context.process_starter = process.ChildProcessStarter(
+        spec.run_dir, spec.termination_notice_secs, in_worker=True)
+    return node_context
+
+
+def run_worker(spec: WorkerSpec) -> int:
+    """Runs the node of `spec` in this process; returns the exit code for it."""
+    for entry in reversed(spec.sys_path):
+        if entry not in sys.path:
+            sys.path.insert(0, entry)
+    os.environ.update(spec.env)
+    if spec.argv:
+        sys.argv[:] = spec.argv
+    controller = ControllerClient(spec.controller_address, spec.token)
+    node_context = make_context(spec, controller)
+    context.add_process_context(node_context)
+    context.enter(node_context)
+    threading.Thread(target=_watch_for_stop, name="lp-stop-watcher", daemon=True,
+                     args=(controller, node_context, spec.termination_notice_secs)).start()
+    try:
+        node: Any = cloudpickle.loads(spec.node)
+        node.run()
+    except BaseException as e:  # noqa: BLE001 - reported to the launcher, whatever it is
+        _write_report(spec.report_path, e)
+        traceback.print_exc()
+        return EXIT_NODE_RAISED
+    return 0
+
+
+def _exit(code: int) -> None:
+    """Ends the process now: a node is done when its code returns, whatever threads it left
+    (the same as under local_mt); output is flushed first."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m launchpad.launch.worker",
+                                     description="Runs one node of a launchpad program.")
+    parser.add_argument("--spec", required=True, help="the WorkerSpec file of the node")
+    args = parser.parse_args(argv)
+    _exit(run_worker(process.read_spec(args.spec)))
+
+
+if __name__ == "__main__":
+    main()
