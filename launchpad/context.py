@@ -143,6 +143,20 @@ def current_or_none() -> NodeContext | None:
     return live[0] if len(live) == 1 else None
 
 
+def address_book_of(controller_address: str) -> AddressBook | None:
+    """The address book this process already has for the program whose controller is at
+    `controller_address` (the controller itself in the launching process, its client in a
+    node's process), or None."""
+    found = _current.get()
+    if found is not None and found.controller_address == controller_address:
+        return found.addresses
+    with _process_lock:
+        for node_context in _process_contexts:
+            if node_context.controller_address == controller_address:
+                return node_context.addresses
+    return None
+
+
 def current() -> NodeContext:
     """Returns the context of the calling code.
 

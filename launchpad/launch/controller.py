@@ -115,6 +115,12 @@ class Controller:
         with self._lock:
             self._finish_callbacks.append(callback)
 
+    def pids(self) -> dict[str, int]:
+        """'label/index' -> pid of each node's (current) process; nodes run as threads have
+        none. For attaching a profiler or debugger."""
+        with self._lock:
+            return {w.name: w.pid for w in self._workers if getattr(w, "pid", 0)}
+
     def exit_codes(self) -> dict[str, int | None]:
         """'label/index' -> how each node's process (or thread) ended: 0 done, > 0 its exit
         code, < 0 the signal that killed it, None still running."""

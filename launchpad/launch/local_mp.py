@@ -16,7 +16,7 @@ import shutil
 import tempfile
 from typing import Any
 
-from launchpad.launch import process, terminals
+from launchpad.launch import fork_server, process, terminals
 from launchpad.launch.controller import Controller
 from launchpad.launch.process import NodeProcess, PythonProcess
 from launchpad.nodes.base import Node
@@ -32,8 +32,8 @@ def validate(*, local_resources: dict | None, terminal: str | None, **unused: An
 
 
 def make_run_dir(program_name: str) -> str:
-    """A private folder for the launch's node specs (and logs): <tmp>/launchpad/<name>-<time>-."""
-    base = os.path.join(tempfile.gettempdir(), "launchpad")
+    """A private folder for the launch's node specs and logs: <tmp>/launchpad-runs/NAME-TIME-*."""
+    base = os.path.join(tempfile.gettempdir(), "launchpad-runs")  # not importable: no shadowing
     os.makedirs(base, exist_ok=True)
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in program_name)
@@ -48,10 +48,10 @@ def _report_exit(controller: Controller, node: Node, node_process: NodeProcess) 
     controller.node_failed(node.label, node.index, reason, node_traceback, exception)
 
 
-def _clean_up(run_dir: str, terminal: terminals.Terminal, spawner: Any) -> None:
+def _clean_up(run_dir: str, terminal: terminals.Terminal,
+              spawner: fork_server.ForkServer) -> None:
     terminal.close()
-    if hasattr(spawner, "close"):
-        spawner.close()
+    spawner.close()
     for name in os.listdir(run_dir):
         if name.endswith((".spec", ".failure")):
             os.unlink(os.path.join(run_dir, name))
@@ -64,7 +64,7 @@ def launch(program: Program, controller: Controller, *, local_resources: dict | 
     """Starts one process per node of `program` under `controller`."""
     run_dir = make_run_dir(program.name)
     term = terminals.make(terminals.choose(terminal), program.name, run_dir)
-    spawner = process.ExecSpawner()
+    spawner = fork_server.ForkServer()
     controller.on_finish(lambda: _clean_up(run_dir, term, spawner))
     launcher_context = controller.launcher_context
     node_processes = []

@@ -15,6 +15,7 @@ fresh one.
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import os
 import pickle
@@ -29,6 +30,7 @@ from typing import Any, Protocol
 import cloudpickle
 
 Stdio = tuple[int, int, int]  # stdin, stdout, stderr file descriptors
+_START_TIMEOUT_SECS = 60.0
 
 
 @dataclasses.dataclass
@@ -125,16 +127,17 @@ def describe_exit(returncode: int) -> str:
 
 class Spawner(Protocol):
     def spawn(self, spec_path: str, settings: PythonProcess, stdio: Stdio, new_session: bool,
-              on_exit: Callable[[int], None]) -> int:
-        """Starts the worker on `spec_path`; returns its pid. `on_exit(returncode)` is called
-        once when it has ended (negative: killed by that signal)."""
+              on_exit: Callable[[int], None]) -> concurrent.futures.Future:
+        """Starts the worker on `spec_path`; returns a future of its pid (so that many starts
+        can be under way at once). `on_exit(returncode)` is called once when it has ended
+        (negative: killed by that signal). The stdio descriptors may be closed on return."""
 
 
 class ExecSpawner:
     """Starts each worker as a fresh interpreter."""
 
     def spawn(self, spec_path: str, settings: PythonProcess, stdio: Stdio, new_session: bool,
-              on_exit: Callable[[int], None]) -> int:
+              on_exit: Callable[[int], None]) -> concurrent.futures.Future:
         argv = [settings.interpreter or sys.executable, *(settings.interpreter_args or ()),
                 "-m", "launchpad.launch.worker", "--spec", spec_path]
         env = {**os.environ, **(settings.env or {})}
@@ -142,7 +145,9 @@ class ExecSpawner:
                                  stderr=stdio[2], start_new_session=new_session)
         threading.Thread(target=lambda: on_exit(popen.wait()), daemon=True,
                          name=f"lp-wait-{popen.pid}").start()
-        return popen.pid
+        started: concurrent.futures.Future = concurrent.futures.Future()
+        started.set_result(popen.pid)
+        return started
 
 
 class NodeProcess:
@@ -162,13 +167,17 @@ class NodeProcess:
         self._on_exit = on_exit
         self._lock = threading.Lock()
         self._ended = threading.Event()
-        self._pid = 0
+        self._pid: concurrent.futures.Future | None = None
         self.returncode: int | None = None
         self.ended_by_launcher = False
 
     @property
     def pid(self) -> int:
-        return self._pid
+        """The process's pid (0 if it never started)."""
+        try:
+            return self._pid.result(timeout=_START_TIMEOUT_SECS) if self._pid else 0
+        except Exception:  # noqa: BLE001 - the start failed: there is no process
+            return 0
 
     def start(self) -> None:
         """Starts (or, once ended, restarts) the process."""
@@ -212,15 +221,16 @@ class NodeProcess:
         self._signal(signal.SIGKILL)
 
     def _signal(self, sig: signal.Signals) -> None:
+        pid = self.pid
         with self._lock:
-            if self._ended.is_set() or not self._pid:
+            if self._ended.is_set() or not pid:
                 return
             self.ended_by_launcher = True
             try:
                 if self._new_session:
-                    os.killpg(self._pid, sig)  # the node and whatever it started
+                    os.killpg(pid, sig)  # the node and whatever it started
                 else:
-                    os.kill(self._pid, sig)
+                    os.kill(pid, sig)
             except ProcessLookupError:
                 pass
 

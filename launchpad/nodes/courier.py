@@ -42,6 +42,9 @@ class ControllerResolver:
         self._name = name
 
     def resolve(self, timeout: float) -> str:
+        known = context.address_book_of(self._controller_address)
+        if known is not None:  # this process talks to the controller already (or is it)
+            return known.address_of(self._label, self._index, self._name, timeout)
         # The controller runs for as long as the program does: if it cannot be reached at
         # once, the program has stopped, and waiting would only delay the error.
         controller = courier_client.Client(self._controller_address, token=self._token,
