@@ -26,7 +26,7 @@ from launchpad.launch.process import PythonProcess
 from launchpad.nodes.base import Deferred, Handle, Node
 from launchpad.nodes.courier import CourierNode
 from launchpad.nodes.python import PyClassNode, PyNode
-from launchpad.program import Program, make_program
+from launchpad.program import Program, RestartPolicy, make_program
 from launchpad.stopping import (
     register_stop_handler,
     stop,
@@ -37,7 +37,7 @@ from launchpad.stopping import (
 
 __all__ = [
     # Graph
-    "Program", "make_program",
+    "Program", "RestartPolicy", "make_program",
     # Nodes and handles
     "Node", "Handle", "PyNode", "PyClassNode", "CourierNode", "Deferred",
     # Courier

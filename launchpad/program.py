@@ -7,11 +7,34 @@ that handle to another node's constructor is the edge. Nothing runs until `lp.la
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from launchpad.nodes.base import Node
+
+
+@dataclasses.dataclass(frozen=True)
+class RestartPolicy:
+    """What a group does when one of its nodes fails: restart it, up to `max_restarts` times
+    per node, waiting `backoff_secs` before the first restart and twice as long before each
+    next one (at most `max_backoff_secs`). Without a policy a failure stops the program."""
+
+    max_restarts: int
+    backoff_secs: float = 0.5
+    max_backoff_secs: float = 30.0
+
+    def __post_init__(self):
+        if not isinstance(self.max_restarts, int) or self.max_restarts < 0:
+            raise ValueError(f"max_restarts must be an int >= 0, got {self.max_restarts!r}")
+        if self.backoff_secs < 0 or self.max_backoff_secs < self.backoff_secs:
+            raise ValueError("need 0 <= backoff_secs <= max_backoff_secs, got "
+                             f"{self.backoff_secs} and {self.max_backoff_secs}")
+
+    def delay(self, restart: int) -> float:
+        """Seconds to wait before restart number `restart` (1 for the first)."""
+        return min(self.backoff_secs * 2 ** (restart - 1), self.max_backoff_secs)
 
 
 class Program:
@@ -23,6 +46,7 @@ class Program:
         self._name = name
         self._groups: dict[str, list[Node]] = {}
         self._current_group: str | None = None
+        self._restart_policies: dict[str, RestartPolicy] = {}
         self.launch_link: Any = None  # set by the launcher while the program runs
 
     @property
@@ -64,14 +88,37 @@ class Program:
         group.append(node)
         return node.create_handle()
 
+    @property
+    def restart_policies(self) -> dict[str, RestartPolicy]:
+        """label -> the restart policy of that group (groups without one fail fast)."""
+        return dict(self._restart_policies)
+
+    def set_restart_policy(self, label: str, policy: RestartPolicy | None) -> None:
+        """Sets (None: removes) the restart policy of group `label`."""
+        if policy is None:
+            self._restart_policies.pop(label, None)
+        elif not isinstance(policy, RestartPolicy):
+            raise TypeError(f"restart policy of group {label!r} must be an lp.RestartPolicy, "
+                            f"got {policy!r}")
+        else:
+            self._restart_policies[label] = policy
+
     @contextlib.contextmanager
-    def group(self, label: str) -> Iterator[None]:
-        """Adds every node added inside the `with` block to the group `label`."""
+    def group(self, label: str, *, restart: RestartPolicy | None = None) -> Iterator[None]:
+        """Adds every node added inside the `with` block to the group `label`.
+
+        Args:
+          label: the group's label.
+          restart: restart the group's nodes when they fail (see RestartPolicy); by default
+            a failing node stops the program.
+        """
         if not isinstance(label, str) or not label:
             raise ValueError(f"Group label must be a non-empty string, got {label!r}")
         if self._current_group is not None:
             raise ValueError(f"group({label!r}) cannot be nested in group"
                              f"({self._current_group!r})")
+        if restart is not None:
+            self.set_restart_policy(label, restart)
         self._current_group = label
         try:
             yield

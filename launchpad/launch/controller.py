@@ -48,7 +48,10 @@ class NodeWorker(Protocol):
         """Asks the worker to end now (SIGTERM); False if it cannot be ended (a thread)."""
 
     def kill(self) -> None:
-        """Ends a worker that ignored `terminate` (SIGKILL)."""
+        """Ends the worker at once (SIGKILL); does nothing to a thread."""
+
+    def restart(self) -> None:
+        """Starts the worker's node again (after it failed)."""
 
 
 class Controller:
@@ -74,6 +77,9 @@ class Controller:
         self._contexts: list[context.NodeContext] = []
         self._stop_waiters: list[concurrent.futures.Future] = []
         self._finish_callbacks: list = []
+        self._restart_policies = program.restart_policies
+        self._restarts: dict[tuple, int] = {}  # (label, index) -> restarts so far
+        self._restart_timers: list[threading.Timer] = []
         self._stopping = threading.Event()
         self._finished = threading.Event()
         self._server = courier_server.Server(_ControllerService(self), token=self._token,
@@ -141,9 +147,14 @@ class Controller:
         """A node failed: unless the program is already stopping, the program stops and
         `wait()` raises NodeFailedError for the first node that failed."""
         name = f"{label}/{index}"
+        if self._restart_if_allowed(label, index, reason):
+            return
         with self._lock:
             self._running.discard((label, index))
             self._forget_node((label, index), f"node {name} failed")
+            restarts = self._restarts.get((label, index), 0)
+            if restarts:
+                reason += f" (after {restarts} restart{'s' if restarts > 1 else ''})"
             if self._stopping.is_set() or self._failure is not None:
                 logging.warning("Node %s of %s failed while the program was stopping: %s",
                                 name, self.program_name, reason)
@@ -153,6 +164,45 @@ class Controller:
             self._failure.__cause__ = cause
         logging.error("Node %s of program %s failed: %s", name, self.program_name, reason)
         self.stop()
+
+    def _restart_if_allowed(self, label: str, index: int, reason: str) -> bool:
+        """Schedules a restart of the failed node if its group's policy allows one."""
+        policy = self._restart_policies.get(label)
+        with self._lock:
+            restarts = self._restarts.get((label, index), 0)
+            if policy is None or restarts >= policy.max_restarts or self._stopping.is_set():
+                return False
+            worker = next((w for w in self._workers if w.name == f"{label}/{index}"), None)
+            if worker is None:
+                return False
+            self._restarts[(label, index)] = restarts + 1
+            # Lookups of the node now wait for it to register again; its clients reconnect.
+            for key in [k for k in self._addresses if k[:2] == (label, index)]:
+                del self._addresses[key]
+            delay = policy.delay(restarts + 1)
+            timer = threading.Timer(delay, self._restart, (worker,))
+            timer.daemon = True
+            self._restart_timers.append(timer)
+        logging.warning("Node %s/%s of program %s failed: %s; restarting it in %gs "
+                        "(restart %d of %d)", label, index, self.program_name, reason, delay,
+                        restarts + 1, policy.max_restarts)
+        timer.start()
+        return True
+
+    def _restart(self, worker: NodeWorker) -> None:
+        with self._lock:
+            if self._stopping.is_set():
+                return
+        try:
+            worker.restart()
+        except Exception as e:  # noqa: BLE001 - a node that cannot restart has failed
+            label, index = worker.name.rsplit("/", 1)
+            self.node_failed(label, int(index), f"restart failed: {type(e).__name__}: {e}")
+
+    def restarts(self) -> dict[str, int]:
+        """'label/index' -> how many times the node was restarted by its group's policy."""
+        with self._lock:
+            return {f"{lb}/{i}": n for (lb, i), n in self._restarts.items()}
 
     def node_raised(self, label: str, index: int, exc: BaseException) -> None:
         self.node_failed(label, index, f"{type(exc).__name__}: {exc}",
@@ -240,6 +290,15 @@ class Controller:
         threading.Thread(target=self._stop_sequence, name=f"lp-stop-{self.program_name}",
                          daemon=True).start()
 
+    def kill(self) -> None:
+        """Stops the program without a grace period: node processes are killed now (threads,
+        which cannot be killed, get the stop event as usual)."""
+        self.stop()
+        with self._lock:
+            workers = list(self._workers)
+        for worker in workers:
+            worker.kill()
+
     def wait(self, timeout: float | None = None) -> bool:
         """Blocks until the program has stopped and every node has ended.
 
@@ -297,6 +356,8 @@ class Controller:
         deadline = time.monotonic() + self._grace
         with self._lock:
             workers = list(self._workers)
+            for timer in self._restart_timers:
+                timer.cancel()
         for worker in workers:
             worker.join(max(0.0, deadline - time.monotonic()))
         terminated = []

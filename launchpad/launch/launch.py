@@ -7,6 +7,7 @@ can be dereferenced in the launching process.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import sys
 from collections.abc import Sequence
@@ -14,8 +15,9 @@ from typing import Any
 
 from absl import flags
 
-from launchpad.launch import local_mp, local_mt, test_mp, test_mt
+from launchpad.launch import interrupts, local_mp, local_mt, test_mp, test_mt
 from launchpad.launch.controller import Controller
+from launchpad.launch.errors import LaunchError
 from launchpad.program import Program
 
 _DEFAULT_LAUNCH_TYPE = "local_mt"
@@ -146,6 +148,13 @@ def launch(programs: Program | Sequence[Program],
     for program in checked:
         controller = Controller(program, termination_notice_secs=termination_notice_secs)
         program.launch_link = controller.launcher_context
-        launcher.launch(program, controller, **options)
+        interrupts.watch(controller)
+        try:
+            launcher.launch(program, controller, **options)
+        except BaseException:
+            controller.kill()  # whatever had started ends; the error is the caller's
+            with contextlib.suppress(LaunchError):
+                controller.wait()
+            raise
         controllers.append(controller)
     return controllers[0] if single else controllers

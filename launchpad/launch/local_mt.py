@@ -26,10 +26,18 @@ class ThreadWorker:
         self._node = node
         self._context = controller.node_context(node.label, node.index)
         self.returncode: int | None = None
-        self._thread = threading.Thread(
-            target=self._run, name=f"lp:{controller.program_name}:{node.name}", daemon=True)
+        self._thread = self._new_thread()
+
+    def _new_thread(self) -> threading.Thread:
+        return threading.Thread(target=self._run, daemon=True,
+                                name=f"lp:{self._controller.program_name}:{self.name}")
 
     def start(self) -> None:
+        self._thread.start()
+
+    def restart(self) -> None:
+        self.returncode = None
+        self._thread = self._new_thread()
         self._thread.start()
 
     def _run(self) -> None:
@@ -53,7 +61,7 @@ class ThreadWorker:
         return False
 
     def kill(self) -> None:
-        raise NotImplementedError("a thread cannot be killed")
+        """A thread cannot be killed: it ends when its node's code returns."""
 
 
 def _roundtrip(node: Node) -> Node:

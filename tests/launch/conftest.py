@@ -128,6 +128,14 @@ def launch_local(request, no_leaked_threads, no_leaked_processes):
     _stop_all(controllers, failures_expected=True)
 
 
+@pytest.fixture
+def launch_mp_local(no_leaked_threads, no_leaked_processes, request):
+    """As `launch`, under local_mp only: for programs expected to fail."""
+    launch, controllers = _launcher("local_mp", request)
+    yield launch
+    _stop_all(controllers, failures_expected=True)
+
+
 @pytest.fixture(params=PROCESS_LAUNCH_TYPES)
 def launch_mp(request, no_leaked_threads, no_leaked_processes):
     """As `launch`, under the process launch types only."""

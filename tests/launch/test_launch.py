@@ -4,6 +4,7 @@ local_mp, test_mp)."""
 import contextlib
 import dataclasses
 import threading
+import uuid
 
 import numpy as np
 import pytest
@@ -413,3 +414,69 @@ def test_disable_run_builds_without_running_and_enable_run_restores_it(launch, b
     assert launch(program).wait(TIMEOUT)
     assert ran.get() == "ran"
     assert skipped.empty()  # the program ended; run() never put
+
+
+def _fail_until_third_attempt(attempts_file, results):
+    with open(attempts_file, "a") as f:
+        f.write("attempt\n")
+    attempts = len(open(attempts_file).read().split())
+    if attempts < 3:
+        raise RuntimeError(f"attempt {attempts} fails")
+    results.put(attempts)
+
+
+def test_restart_policy_restarts_a_failing_node_until_it_succeeds(launch, box, tmp_path):
+    results = box()
+    program = lp.Program("flaky")
+    with program.group("flaky", restart=lp.RestartPolicy(max_restarts=3, backoff_secs=0.01)):
+        program.add_node(lp.PyNode(_fail_until_third_attempt, str(tmp_path / "n"), results))
+    controller = launch(program)
+    assert controller.wait(TIMEOUT)
+    assert results.get() == 3
+    assert controller.restarts() == {"flaky/0": 2}
+
+
+def test_a_node_failing_more_often_than_its_policy_allows_fails_the_program(
+        launch_local, tmp_path):
+    program = lp.Program("flaky")
+    with program.group("flaky", restart=lp.RestartPolicy(max_restarts=1, backoff_secs=0.01)):
+        program.add_node(lp.PyNode(_fail_until_third_attempt, str(tmp_path / "n"), None))
+    controller = launch_local(program)
+    with pytest.raises(lp.NodeFailedError, match="attempt 2 fails.*after 1 restart"):
+        controller.wait(TIMEOUT)
+
+
+class Crashy:
+    """Serves until asked to crash; reports every start."""
+
+    def __init__(self, starts):
+        self._crash = threading.Event()
+        self._ident = uuid.uuid4().hex
+        starts.put(self._ident)
+
+    def ident(self):
+        return self._ident
+
+    def crash(self):
+        self._crash.set()
+
+    def run(self):
+        lp.register_stop_handler(self._crash.set)
+        self._crash.wait()
+        if not lp.stop_event().is_set():
+            raise RuntimeError("crashed on request")
+
+
+def test_clients_reach_a_restarted_node_by_themselves(launch, box):
+    starts = box()
+    program = lp.Program("restarting")
+    with program.group("crashy", restart=lp.RestartPolicy(max_restarts=1, backoff_secs=0.01)):
+        handle = program.add_node(lp.CourierNode(Crashy, starts))
+    launch(program)
+    client = handle.dereference()
+    first = starts.get()
+    assert client.ident() == first
+    client.crash()
+    second = starts.get()  # the node was built again
+    assert second != first
+    assert client.ident() == second  # the same client, reconnected to the new node

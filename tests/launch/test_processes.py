@@ -1,0 +1,168 @@
+"""What only process launchers do: exit codes and signals, killing, orphans, Ctrl+C,
+per-group process settings, terminals; and restarts, under every local launcher."""
+
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+import launchpad as lp
+from tests.launch.conftest import live_descendants
+from tests.launch.helpers import TIMEOUT
+
+ROOT = pathlib.Path(__file__).parents[2]
+
+
+class Pid:
+    def pid(self):
+        return os.getpid()
+
+
+def _exit_with(code):
+    os._exit(code)
+
+
+def test_a_node_killed_by_a_signal_fails_the_program_naming_it(launch_mp_local):
+    program = lp.Program("killed")
+    handle = program.add_node(lp.CourierNode(Pid), label="victim")
+    program.add_node(lp.CourierNode(Pid), label="bystander")
+    controller = launch_mp_local(program)
+    os.kill(handle.dereference().pid(), signal.SIGKILL)
+    with pytest.raises(lp.NodeFailedError, match="victim/0") as info:
+        controller.wait(TIMEOUT)
+    assert "killed by signal SIGKILL" in info.value.reason
+    assert controller.exit_codes()["victim/0"] == -signal.SIGKILL
+
+
+def test_a_node_exiting_non_zero_fails_the_program_with_its_code(launch_mp_local):
+    program = lp.Program("exits")
+    program.add_node(lp.PyNode(_exit_with, 3), label="quitter")
+    program.add_node(lp.CourierNode(Pid), label="bystander")
+    controller = launch_mp_local(program)
+    with pytest.raises(lp.NodeFailedError, match="quitter/0.*exited with code 3"):
+        controller.wait(TIMEOUT)
+
+
+class IgnoresStop:
+    def __init__(self):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # as TensorFlow workers do
+
+    def pid(self):
+        return os.getpid()
+
+    def run(self):
+        time.sleep(3600)
+
+
+def test_a_node_ignoring_stop_and_sigterm_is_killed_after_the_grace_period(launch_mp_local):
+    program = lp.Program("stubborn")
+    handle = program.add_node(lp.CourierNode(IgnoresStop), label="stubborn")
+    controller = launch_mp_local(program, termination_notice_secs=0.2)
+    handle.dereference().pid()
+    controller.stop()
+    assert controller.wait(TIMEOUT)
+    assert controller.exit_codes()["stubborn/0"] == -signal.SIGKILL
+
+
+def _run_launcher(kind):
+    launcher = subprocess.Popen([sys.executable, "-m", "tests.launch.programs", kind],
+                                cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    line = launcher.stdout.readline()
+    assert line.startswith("ready"), line
+    return launcher, [int(pid) for pid in line.split()[1:]]
+
+
+def _wait_gone(pids, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        alive = set(pids) & live_descendants()
+        if not alive:
+            return True
+        time.sleep(0.05)  # polls: no event tells when an unrelated process ends
+    return False
+
+
+@pytest.mark.usefixtures("no_leaked_processes")
+def test_nodes_of_a_killed_launcher_exit_by_themselves():
+    launcher, pids = _run_launcher("polite")
+    launcher.kill()
+    launcher.wait()
+    launcher.stdout.close()
+    # The nodes notice their controller is gone, stop, and exit within the grace period.
+    assert _wait_gone(pids, 60 + 10)
+
+
+@pytest.mark.usefixtures("no_leaked_processes")
+def test_first_ctrl_c_stops_gracefully():
+    launcher, pids = _run_launcher("polite")
+    launcher.send_signal(signal.SIGINT)
+    out, _ = launcher.communicate(timeout=TIMEOUT)
+    assert launcher.returncode == 0 and "Program stopped" in out
+    assert _wait_gone(pids, TIMEOUT)
+
+
+@pytest.mark.usefixtures("no_leaked_processes")
+def test_second_ctrl_c_kills_at_once():
+    launcher, pids = _run_launcher("stubborn")
+    launcher.send_signal(signal.SIGINT)  # stops; the node ignores it (grace: 60 s)
+    launcher.send_signal(signal.SIGINT)
+    out, _ = launcher.communicate(timeout=TIMEOUT)
+    assert launcher.returncode == 0 and "Program stopped" in out
+    assert _wait_gone(pids, TIMEOUT)
+
+
+def _report_environment(box):
+    box.put((os.environ.get("LP_TEST_VAR"), sys.argv[1:], sys.executable))
+
+
+@pytest.mark.parametrize("interpreter", [None, sys.executable])
+def test_python_process_sets_env_and_args_per_group(interpreter, launch_mp, box):
+    results = box()
+    program = lp.Program("settings")
+    program.add_node(lp.PyNode(_report_environment, results), label="configured")
+    settings = lp.PythonProcess(args={"flag": 1}, env={"LP_TEST_VAR": "set"},
+                                interpreter=interpreter)
+    assert launch_mp(program, local_resources={"configured": settings}).wait(TIMEOUT)
+    assert results.get() == ("set", ["--flag=1"], sys.executable)
+
+
+def test_bad_local_resources_are_named():
+    program = lp.Program("p")
+    program.add_node(lp.PyNode(int), label="noop")
+    with pytest.raises(TypeError, match=r"local_resources\['noop'\] must be an lp.PythonProcess"):
+        lp.launch(program, launch_type="local_mp", local_resources={"noop": {"env": {}}})
+    with pytest.raises(ValueError, match="Unknown terminal 'nope'"):
+        lp.launch(program, launch_type="local_mp", terminal="nope")
+
+
+def _say(words):
+    print(words, flush=True)
+
+
+def test_current_terminal_prefixes_each_line_with_the_node(launch_mp, capsys):
+    program = lp.Program("speaker")
+    program.add_node(lp.PyNode(_say, "hello\nworld"), label="speaker")
+    assert launch_mp(program, terminal="current_terminal").wait(TIMEOUT)
+    out = capsys.readouterr().out
+    assert "[speaker/0] hello\n[speaker/0] world\n" in out
+
+
+def test_output_to_files_writes_one_log_per_node(launch_mp, capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setenv("LAUNCHPAD_LAUNCH_LOCAL_TERMINAL", "output_to_files")
+    program = lp.Program("logged")
+    with program.group("speaker"):
+        program.add_node(lp.PyNode(_say, "first"))
+        program.add_node(lp.PyNode(_say, "second"))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # re-read TMPDIR
+    assert launch_mp(program).wait(TIMEOUT)
+    run_dir = pathlib.Path(capsys.readouterr().out.split("goes to ")[1].split()[0])
+    assert run_dir.is_relative_to(tmp_path)
+    assert (run_dir / "speaker.0.log").read_text() == "first\n"
+    assert (run_dir / "speaker.1.log").read_text() == "second\n"
+    assert sorted(p.name for p in run_dir.iterdir()) == ["speaker.0.log", "speaker.1.log"]
