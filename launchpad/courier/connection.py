@@ -125,8 +125,7 @@ class Connection:
     def _open_stream(self) -> "_Stream":
         stream = _Stream(self)
         self._streams.add(stream)
-        stream.start(transport.open_stream(
-            self._channel, stream.requests(), self._token, self._wait_for_ready))
+        stream.start(transport.open_stream(self._channel, stream.requests(), self._token))
         return stream
 
     def sealed(self, stream: "_Stream") -> None:

@@ -113,12 +113,15 @@ def wait_until_ready(channel: grpc.Channel, timeout: float) -> bool:
         return False
 
 
-def open_stream(channel: grpc.Channel, requests: Iterator[bytes], token: str,
-                wait_for_ready: bool) -> Iterator[bytes]:
-    """Opens the courier stream; the result iterates over response messages and can cancel()."""
+def open_stream(channel: grpc.Channel, requests: Iterator[bytes], token: str) -> Iterator[bytes]:
+    """Opens the courier stream; the result iterates over response messages and can cancel().
+
+    Streams never wait for the channel to be ready: the connection waits (bounded) before it
+    opens any, and a stream opened after its server went away must fail, not wait forever
+    for a server that may never come back.
+    """
     stream = channel.stream_stream(STREAM_METHOD)
-    return stream(requests, metadata=((TOKEN_METADATA_KEY, token),),
-                  wait_for_ready=wait_for_ready)
+    return stream(requests, metadata=((TOKEN_METADATA_KEY, token),), wait_for_ready=False)
 
 
 def error_for_broken_stream(error: grpc.RpcError, address: str) -> errors.CourierError:

@@ -25,22 +25,43 @@ if TYPE_CHECKING:
 class Handle(abc.ABC):
     """A reference to a node of a program; `dereference()` gives a client of it.
 
-    A handle pickles as (program name, label, index, options): it finds its program's
-    controller through the context of the process that dereferences it.
+    A handle may be made before its node is added to a program (as for the nodes of a
+    colocation); it reads the node's place when used. It pickles as (program name, label,
+    index, options) and finds its program's controller through the context of the process
+    that dereferences it.
     """
 
     def __init__(self, node: "Node"):
-        self._program_name = node.program_name
-        self._label = node.label
-        self._index = node.index
-        self._program: Program | None = node.program  # not pickled: launching process only
+        self._node: Node | None = node  # not pickled
+        self._identity: tuple[str, str, int] | None = None  # set when pickled
+
+    def _where(self) -> tuple[str, str, int]:
+        """(program name, label, index) of the node."""
+        if self._node is None:
+            return self._identity
+        if not self._node.is_added():
+            raise ValueError(f"A handle of {self._node!r} is used, but the node is in no "
+                             "program: add it (or the colocation node holding it) first")
+        return self._node.program_name, self._node.label, self._node.index
+
+    @property
+    def _program_name(self) -> str:
+        return self._where()[0]
+
+    @property
+    def _label(self) -> str:
+        return self._where()[1]
+
+    @property
+    def _index(self) -> int:
+        return self._where()[2]
 
     @property
     def node_name(self) -> str:
         return f"{self._label}/{self._index}"
 
     def __getstate__(self) -> dict:
-        return {**self.__dict__, "_program": None}
+        return {**self.__dict__, "_node": None, "_identity": self._where()}
 
     @abc.abstractmethod
     def dereference(self) -> Any:
@@ -51,13 +72,16 @@ class Handle(abc.ABC):
         found = context.current_or_none()
         if found is not None and found.program_name == self._program_name:
             return found
-        if self._program is not None and self._program.launch_link is not None:
-            return self._program.launch_link
+        program = self._node.program if self._node is not None else None
+        if program is not None and program.launch_link is not None:
+            return program.launch_link
         raise context.NoContextError(
             f"Handle of node {self.node_name} of program {self._program_name!r} can only be "
             "dereferenced in a node of that program, or after lp.launch() of it")
 
     def __repr__(self) -> str:
+        if self._node is not None and not self._node.is_added():
+            return f"<{type(self).__name__} of {self._node!r}>"
         return f"<{type(self).__name__} {self._program_name}:{self.node_name}>"
 
 
@@ -95,6 +119,10 @@ class Node(abc.ABC):
     @property
     def name(self) -> str:
         return f"{self.label}/{self.index}"
+
+    def all_nodes(self) -> list["Node"]:
+        """This node and the nodes it runs inside it (a colocation's), depth first."""
+        return [self]
 
     def allocate_address(self, name: str) -> Address:
         """Reserves a named address for this node (a port it serves on besides courier)."""

@@ -280,7 +280,7 @@ def test_malformed_message_ends_its_stream_and_server_keeps_serving(client, serv
         done_sending.wait(10)  # keep the stream open: only the server may end it
 
     try:
-        stream = transport.open_stream(channel, requests(), TOKEN, wait_for_ready=True)
+        stream = transport.open_stream(channel, requests(), TOKEN)
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             drained = pool.submit(lambda: [m for m in stream])
             try:

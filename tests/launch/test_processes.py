@@ -71,7 +71,8 @@ def test_a_node_ignoring_stop_and_sigterm_is_killed_after_the_grace_period(launc
 
 def _run_launcher(kind):
     launcher = subprocess.Popen([sys.executable, "-m", "tests.launch.programs", kind],
-                                cwd=ROOT, stdout=subprocess.PIPE, text=True)
+                                cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True)
     line = launcher.stdout.readline()
     assert line.startswith("ready"), line
     return launcher, [int(pid) for pid in line.split()[1:]]
@@ -110,6 +111,11 @@ def test_first_ctrl_c_stops_gracefully():
 def test_second_ctrl_c_kills_at_once():
     launcher, pids = _run_launcher("stubborn")
     launcher.send_signal(signal.SIGINT)  # stops; the node ignores it (grace: 60 s)
+    # Two signals sent at once reach Python's handler as one: a second press comes later.
+    line = "-"
+    while line and "launchpad: stopping" not in line:
+        line = launcher.stdout.readline()
+    assert line, "the launcher did not announce the stop"
     launcher.send_signal(signal.SIGINT)
     out, _ = launcher.communicate(timeout=TIMEOUT)
     assert launcher.returncode == 0 and "Program stopped" in out

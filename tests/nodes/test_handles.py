@@ -87,4 +87,14 @@ def test_handle_pickles_without_its_program():
     program = lp.Program("p")
     handle = program.add_node(lp.CourierNode(dict), label="d")
     copy = pickle.loads(pickle.dumps(handle))
-    assert copy.node_name == "d/0" and copy._program is None
+    assert copy.node_name == "d/0" and copy._node is None
+
+
+def test_handle_made_before_its_node_is_added_reads_its_place_when_used():
+    node = lp.CourierNode(dict)
+    handle = node.create_handle()
+    with pytest.raises(ValueError, match="the node is in no program"):
+        pickle.dumps(handle)
+    program = lp.Program("p")
+    program.add_node(node, label="late")
+    assert pickle.loads(pickle.dumps(handle)).node_name == "late/0"
