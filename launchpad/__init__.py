@@ -24,6 +24,11 @@ from launchpad.launch.errors import (
 from launchpad.launch.launch import LaunchType, launch
 from launchpad.launch.process import PythonProcess
 from launchpad.nodes.base import Deferred, Handle, Node
+from launchpad.nodes.colocation import (
+    ColocationError,
+    MultiProcessingColocation,
+    MultiThreadingColocation,
+)
 from launchpad.nodes.courier import CourierNode
 from launchpad.nodes.python import PyClassNode, PyNode
 from launchpad.program import Program, RestartPolicy, make_program
@@ -40,6 +45,7 @@ __all__ = [
     "Program", "RestartPolicy", "make_program",
     # Nodes and handles
     "Node", "Handle", "PyNode", "PyClassNode", "CourierNode", "Deferred",
+    "MultiThreadingColocation", "MultiProcessingColocation", "ColocationError",
     # Courier
     "courier", "batched_handler", "list_methods",
     # Launch

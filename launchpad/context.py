@@ -14,7 +14,7 @@ import dataclasses
 import threading
 import weakref
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 from absl import logging
 
@@ -30,12 +30,15 @@ class AddressBook(Protocol):
 
 
 class ProcessStarter(Protocol):
-    """Starts a node in a new process of this host (given by the launcher, used by
-    MultiProcessingColocation): returns an object with `wait(timeout) -> int | None` (the exit
-    code once it has ended), `terminate()` and `failure() -> (reason, traceback, exception)`."""
+    """Starts nodes in child processes of this one (given by the launcher; used by
+    MultiProcessingColocation). A started process has `returncode` (None while it runs),
+    `restart()` and `failure() -> (reason, traceback, exception)`."""
 
-    def start(self, node, node_context: "NodeContext"):
-        ...
+    def start(self, node, node_context: "NodeContext", on_exit: Callable[[Any], None]) -> Any:
+        """Starts `node` as `node_context`'s node; `on_exit(process)` once it has ended."""
+
+    def end(self, processes: list, graceful: bool) -> None:
+        """Ends `processes`: after the grace period if `graceful`, else now."""
 
 
 class NoContextError(RuntimeError):

@@ -27,12 +27,11 @@ from absl import logging
 from launchpad import context
 from launchpad.courier import server as courier_server
 from launchpad.courier.connection import settle
-from launchpad.launch import errors
+from launchpad.launch import errors, process
+from launchpad.launch.process import KILL_AFTER_TERMINATE_SECS
 from launchpad.program import Program
 
 NodeKey = tuple  # (label, index)
-# After the grace period a node's process gets SIGTERM, and this long to end before SIGKILL.
-KILL_AFTER_TERMINATE_SECS = 3.0
 
 
 class NodeWorker(Protocol):
@@ -68,8 +67,11 @@ class Controller:
         self._grace = termination_notice_secs
         self._token = secrets.token_hex(16)
         self._lock = threading.Lock()
-        self._nodes = {(n.label, n.index) for n in program.get_all_nodes()}
-        self._running = set(self._nodes)
+        # Every node that has an address, and the node the program runs it in (itself, or
+        # the colocation holding it): those are what run, end, fail and restart.
+        self._unit_of = {(inner.label, inner.index): (node.label, node.index)
+                         for node in program.get_all_nodes() for inner in node.all_nodes()}
+        self._running = {(n.label, n.index) for n in program.get_all_nodes()}
         self._addresses: dict[tuple, str] = {}
         self._waiting: dict[tuple, list[concurrent.futures.Future]] = {}
         self._failure: errors.NodeFailedError | None = None
@@ -82,6 +84,9 @@ class Controller:
         self._restart_timers: list[threading.Timer] = []
         self._stopping = threading.Event()
         self._finished = threading.Event()
+        # Starts the processes of MultiProcessingColocation nodes run as threads here.
+        self._process_starter = process.ChildProcessStarter(None, termination_notice_secs,
+                                                            in_worker=False)
         self._server = courier_server.Server(_ControllerService(self), token=self._token,
                                              thread_pool_size=8)
         self.address = self._server.start()
@@ -95,7 +100,7 @@ class Controller:
         node_context = context.NodeContext(
             program_name=self.program_name, label=label, index=index,
             controller_address=self.address, token=self._token, addresses=self,
-            request_stop=self.stop)
+            request_stop=self.stop, process_starter=self._process_starter)
         with self._lock:
             self._contexts.append(node_context)
             stopping = self._stopping.is_set()
@@ -177,8 +182,7 @@ class Controller:
                 return False
             self._restarts[(label, index)] = restarts + 1
             # Lookups of the node now wait for it to register again; its clients reconnect.
-            for key in [k for k in self._addresses if k[:2] == (label, index)]:
-                del self._addresses[key]
+            self._forget_addresses((label, index))
             delay = policy.delay(restarts + 1)
             timer = threading.Timer(delay, self._restart, (worker,))
             timer.daemon = True
@@ -233,7 +237,7 @@ class Controller:
                 raise errors.ProgramStoppedError(
                     f"Program {self.program_name!r} is stopping; node {label}/{index} "
                     "will not be reachable")
-            if (label, index) not in self._running:
+            if self._unit_of[(label, index)] not in self._running:
                 raise errors.NodeEndedError(
                     f"Node {label}/{index} of {self.program_name!r} is no longer running "
                     "(it finished or failed)")
@@ -255,19 +259,23 @@ class Controller:
             f"within {timeout:g}s"))
 
     def _check_node(self, label: str, index: int) -> None:
-        if (label, index) not in self._nodes:
+        if (label, index) not in self._unit_of:
             raise errors.UnknownNodeError(
                 f"Program {self.program_name!r} has no node {label}/{index}; its nodes are "
-                f"{', '.join(sorted(f'{lb}/{i}' for lb, i in self._nodes))}")
+                f"{', '.join(sorted(f'{lb}/{i}' for lb, i in self._unit_of))}")
 
-    def _forget_node(self, node: tuple, why: str) -> None:
-        """Forgets a node that has ended and fails lookups of it (call with the lock held)."""
-        for key in [k for k in self._addresses if k[:2] == node]:
+    def _forget_addresses(self, unit: tuple) -> None:
+        """Forgets the addresses of a node and the nodes it holds (call with the lock held)."""
+        for key in [k for k in self._addresses if self._unit_of[k[:2]] == unit]:
             del self._addresses[key]
-        for key in [k for k in self._waiting if k[:2] == node]:
+
+    def _forget_node(self, unit: tuple, why: str) -> None:
+        """Forgets a node that has ended and fails lookups of it (call with the lock held)."""
+        self._forget_addresses(unit)
+        for key in [k for k in self._waiting if self._unit_of[k[:2]] == unit]:
             for future in self._waiting.pop(key):
                 settle(future, exception=errors.NodeEndedError(
-                    f"No address for node {node[0]}/{node[1]}: {why}"))
+                    f"No address for node {key[0]}/{key[1]}: {why}"))
 
     # --- stop and wait --------------------------------------------------------------------
 
@@ -342,6 +350,7 @@ class Controller:
                 self._forget_node(node, "the program stopped")
             callbacks = list(self._finish_callbacks)
         self._server.stop()
+        self._process_starter.close()
         for callback in callbacks:
             try:
                 callback()

@@ -19,11 +19,13 @@ import concurrent.futures
 import dataclasses
 import os
 import pickle
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -31,6 +33,8 @@ import cloudpickle
 
 Stdio = tuple[int, int, int]  # stdin, stdout, stderr file descriptors
 _START_TIMEOUT_SECS = 60.0
+# After SIGTERM, a process gets this long to end before SIGKILL.
+KILL_AFTER_TERMINATE_SECS = 3.0
 
 
 @dataclasses.dataclass
@@ -273,25 +277,47 @@ def write_node_spec(spec: WorkerSpec) -> str:
 class ChildProcessStarter:
     """Starts colocated nodes as child processes of this one (a context.ProcessStarter).
 
-    Children share this process's stdin/stdout/stderr. In a node's process they stay in its
-    process group, so ending the node ends them too; elsewhere (the launching process under
-    local_mt) each gets a group of its own, out of reach of the terminal's Ctrl+C.
+    Children share this process's stdin/stdout/stderr and start as fresh interpreters. In a
+    node's process they stay in its process group, so ending the node ends them too; in the
+    launching process (under local_mt) each gets a group of its own, out of reach of the
+    terminal's Ctrl+C. Their spec files go to `run_dir`, or to a temporary folder made on
+    first use (removed by `close()`).
     """
 
     def __init__(self, run_dir: str | None, termination_notice_secs: float, in_worker: bool):
         self._run_dir = run_dir
+        self._own_dir: str | None = None
         self._grace = termination_notice_secs
         self._in_worker = in_worker
         self._spawner = ExecSpawner()
+        self._lock = threading.Lock()
 
-    def start(self, node: Any, node_context: Any) -> NodeProcess:
-        if self._run_dir is None:
-            self._run_dir = tempfile.mkdtemp(prefix=f"launchpad-{node_context.program_name}-")
+    def start(self, node: Any, node_context: Any,
+              on_exit: Callable[[NodeProcess], None]) -> NodeProcess:
+        with self._lock:
+            if self._run_dir is None:
+                self._own_dir = self._run_dir = tempfile.mkdtemp(prefix="launchpad-children-")
         spec = node_spec(node, node_context, node_context.label, node_context.index,
                          self._grace, self._run_dir)
         process = NodeProcess(f"{node_context.label}/{node_context.index}",
                               write_node_spec(spec), spec.report_path, PythonProcess(),
                               self._spawner, lambda: ((0, 1, 2), False),
-                              new_session=not self._in_worker)
+                              new_session=not self._in_worker, on_exit=on_exit)
         process.start()
         return process
+
+    def end(self, processes: list[NodeProcess], graceful: bool) -> None:
+        deadline = time.monotonic() + (self._grace if graceful else 0.0)
+        for process in processes:
+            process.join(max(0.0, deadline - time.monotonic()))
+        for process in processes:
+            process.terminate()
+        deadline = time.monotonic() + KILL_AFTER_TERMINATE_SECS
+        for process in processes:
+            if not process.join(max(0.0, deadline - time.monotonic())):
+                process.kill()
+                process.join(KILL_AFTER_TERMINATE_SECS)
+
+    def close(self) -> None:
+        if self._own_dir is not None:
+            shutil.rmtree(self._own_dir, ignore_errors=True)

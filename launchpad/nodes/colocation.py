@@ -1,0 +1,164 @@
+"""Colocation nodes: several nodes run as one node of the program.
+
+`MultiThreadingColocation(nodes)` runs each node in a thread of its own process;
+`MultiProcessingColocation(nodes)` runs each in a child process of its own. Either is added to
+the program as one node (one process under local_mp, one thread under local_mt); the nodes it
+holds are not added themselves. Their handles - from `node.create_handle()` or
+`colocation.add_node(node)` - work as usual: colocated node i of colocation `label/index` is
+node `label/index/i` of the program, with its own context and address. Colocations nest.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from launchpad import context
+from launchpad.nodes import base
+
+if TYPE_CHECKING:
+    from launchpad.program import Program
+
+
+class ColocationError(RuntimeError):
+    """A node inside a colocation failed; its exception is the `__cause__`."""
+
+
+class _Colocation(base.Node):
+    """What both colocations share: the nodes they hold and their names in the program."""
+
+    def __init__(self, nodes: Sequence[base.Node]):
+        super().__init__()
+        self._nodes: list[base.Node] = []
+        for node in nodes:
+            self.add_node(node)
+
+    def add_node(self, node: base.Node) -> base.Handle:
+        """Adds `node` to this colocation (before the colocation joins a program); returns
+        its handle."""
+        if not isinstance(node, base.Node):
+            raise TypeError(f"{type(self).__name__} holds launchpad nodes, got {node!r}")
+        if node.is_added() or any(node is n for n in self._nodes):
+            raise ValueError(f"{node!r} is already in a program or a colocation")
+        if self.is_added():
+            raise ValueError(f"Nodes cannot be added to {self!r} once it is in a program")
+        self._nodes.append(node)
+        return node.create_handle()
+
+    @property
+    def nodes(self) -> list[base.Node]:
+        return list(self._nodes)
+
+    def bind_to_program(self, program: "Program", label: str, index: int) -> None:
+        super().bind_to_program(program, label, index)
+        for i, node in enumerate(self._nodes):
+            node.bind_to_program(program, f"{label}/{index}", i)
+
+    def all_nodes(self) -> list[base.Node]:
+        return [self] + [inner for node in self._nodes for inner in node.all_nodes()]
+
+    def create_handle(self) -> base.Handle:
+        return base.UnservedHandle(self)
+
+    def default_label(self) -> str:
+        return "colocation"
+
+    def _check_not_empty(self) -> None:
+        if not self._nodes:
+            raise ValueError(f"{self!r} holds no nodes")
+
+
+class MultiThreadingColocation(_Colocation):
+    """Runs several nodes as threads of one process.
+
+    The colocation ends when every node has ended, or, with `return_on_first_completed`, when
+    the first one does. A node that raises fails the colocation (and so, by default, the
+    program) with a ColocationError naming it.
+    """
+
+    def __init__(self, nodes: Sequence[base.Node], return_on_first_completed: bool = False):
+        super().__init__(nodes)
+        self._return_on_first_completed = return_on_first_completed
+
+    def execute(self) -> None:
+        self._check_not_empty()
+        parent = context.current()
+        ended: queue.SimpleQueue = queue.SimpleQueue()
+
+        def run(node: base.Node, node_context: context.NodeContext) -> None:
+            token = context.enter(node_context)
+            try:
+                node.run()
+                ended.put((node, None))
+            except BaseException as e:  # noqa: BLE001 - reported by the colocation
+                ended.put((node, e))
+            finally:
+                context.leave(token)
+
+        for node in self._nodes:
+            threading.Thread(target=run, args=(node, parent.child(node.label, node.index)),
+                             name=f"lp:{parent.program_name}:{node.name}", daemon=True).start()
+        for _ in self._nodes:
+            node, error = ended.get()
+            if error is not None:
+                raise ColocationError(f"colocated node {node.name} failed: "
+                                      f"{type(error).__name__}: {error}") from error
+            if self._return_on_first_completed:
+                return
+
+
+class MultiProcessingColocation(_Colocation):
+    """Runs several nodes as child processes of one node.
+
+    A node whose process fails is started again, up to `num_retries_on_failure` times in all
+    (as in Launchpad); then the colocation fails with a ColocationError naming it, after its
+    other processes are ended. The colocation ends when every process has ended well.
+    """
+
+    def __init__(self, nodes: Sequence[base.Node], num_retries_on_failure: int = 0):
+        super().__init__(nodes)
+        if num_retries_on_failure < 0:
+            raise ValueError(f"num_retries_on_failure must be >= 0, got "
+                             f"{num_retries_on_failure}")
+        self._num_retries_on_failure = num_retries_on_failure
+
+    def execute(self) -> None:
+        self._check_not_empty()
+        parent = context.current()
+        starter = parent.process_starter
+        if starter is None:
+            raise RuntimeError(f"{self!r} needs a launcher that can start processes")
+        ended: queue.SimpleQueue = queue.SimpleQueue()
+        parent.add_stop_handler(lambda: ended.put(None))
+        children: dict[Any, base.Node] = {}
+        for node in self._nodes:
+            child = starter.start(node, parent.child(node.label, node.index), ended.put)
+            children[child] = node
+        try:
+            self._wait(children, ended, parent)
+        finally:
+            starter.end(list(children), parent.stop_event.is_set())
+
+    def _wait(self, children: dict, ended: queue.SimpleQueue,
+              parent: context.NodeContext) -> None:
+        running = set(children)
+        retries = 0
+        while running:
+            child = ended.get()
+            if child is None:  # the program stops: each child stops by itself
+                continue
+            running.discard(child)
+            if child.returncode == 0 or parent.stop_event.is_set():
+                continue
+            reason, node_traceback, exception = child.failure()
+            if retries < self._num_retries_on_failure:
+                retries += 1
+                child.restart()
+                running.add(child)
+                continue
+            error = ColocationError(
+                f"colocated node {children[child].name} failed: {reason}"
+                + (f"\n{node_traceback}" if node_traceback else ""))
+            raise error from exception
