@@ -11,7 +11,12 @@ PIP_FLAGS := --quiet --disable-pip-version-check
 # 3.13 venv on the newest grpcio/protobuf, so both ends of the supported range are tested.
 MAIN_CONSTRAINTS := protobuf==4.25.*
 
-.PHONY: demo test test-core313 lint bench clean
+.PHONY: demo test test-core313 system-packages lint bench clean
+
+# System packages the tests use (tmux, for the tmux_session terminal), installed when missing.
+system-packages:
+	@command -v tmux >/dev/null || { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends tmux; }
 
 $(VENV)/.installed: pyproject.toml
 	@test -n "$(PY311)" || { echo "Python 3.11 not found (pyenv or python3.11)"; exit 1; }
@@ -27,9 +32,9 @@ $(VENV313)/.installed: pyproject.toml
 	touch $@
 
 demo: $(VENV)/.installed
-	$(VENV)/bin/python -m examples.consumer_producers.launch --lp_launch_type=local_mt
+	$(VENV)/bin/python -m examples.consumer_producers.launch --lp_launch_type=local_mp
 
-test: $(VENV)/.installed
+test: system-packages $(VENV)/.installed
 	$(VENV)/bin/ruff check launchpad tests examples benchmarks
 	$(VENV)/bin/python -m pytest -q tests
 	$(MAKE) test-core313
@@ -42,6 +47,7 @@ test-core313:
 
 bench: $(VENV)/.installed
 	$(VENV)/bin/python -m benchmarks.courier_rpc
+	$(VENV)/bin/python -m benchmarks.launch
 
 clean:
 	rm -rf $(VENV) $(VENV313) *.egg-info

@@ -79,7 +79,11 @@ class Client:
         # Dropping a client without close() must not leave its threads and stream behind.
         weakref.finalize(self, self._slot.close, "the client was garbage collected")
         weakref.finalize(self, self._deadlines.close)
-        self.futures = _FuturesView(self)
+
+    @property
+    def futures(self) -> "_FuturesView":
+        """`client.futures.method(...)` starts a call and returns its Future at once."""
+        return _FuturesView(self)
 
     @property
     def address(self) -> str:
@@ -123,6 +127,9 @@ class Client:
         `future.cancel()` works until the reply arrives (the server still runs the call).
         """
         future = self._start(method, args, kwargs)
+        # A client nobody holds closes its connection: a future holds its client, so that
+        # `handle.dereference().futures.m()` gets its reply.
+        future.courier_client = self
         if self._call_timeout is not None:
             self._deadlines.watch(future, self._call_timeout, lambda: self._timed_out(method))
         return future
@@ -157,7 +164,7 @@ class _FuturesView:
     """`client.futures.method(...)` returns a Future instead of blocking."""
 
     def __init__(self, client: Client):
-        self._client = weakref.proxy(client)
+        self._client = client
 
     def __getattr__(self, name: str) -> Callable[..., concurrent.futures.Future]:
         if name.startswith("_"):

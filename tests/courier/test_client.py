@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import datetime
+import gc
 import pickle
 import threading
 import time
@@ -538,3 +539,10 @@ def test_close_fails_calls_in_flight_with_client_closed_error(client, service):
     client.close()
     assert isinstance(future.exception(timeout=5), courier.ClientClosedError)
 
+
+
+def test_a_future_keeps_its_otherwise_unreferenced_client_alive(server):
+    future = courier.Client(server.address, token=TOKEN).futures.identity("still answered")
+    gc.collect()  # the client is referenced by nothing but its future
+    assert future.result(timeout=10) == "still answered"
+    future.courier_client.close()

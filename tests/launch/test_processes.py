@@ -172,3 +172,50 @@ def test_output_to_files_writes_one_log_per_node(launch_mp, capsys, monkeypatch,
     assert (run_dir / "speaker.0.log").read_text() == "first\n"
     assert (run_dir / "speaker.1.log").read_text() == "second\n"
     assert sorted(p.name for p in run_dir.iterdir()) == ["speaker.0.log", "speaker.1.log"]
+
+
+def _tmux(*args):
+    return subprocess.run(["tmux", *args], capture_output=True, text=True, timeout=30,
+                          check=True).stdout
+
+
+def test_tmux_session_shows_each_node_in_its_own_window(launch_mp, capsys, monkeypatch,
+                                                         tmp_path):
+    monkeypatch.setenv("TMUX_TMPDIR", str(tmp_path))  # a tmux server of this test's own
+    monkeypatch.delenv("TMUX", raising=False)
+    program = lp.Program("windows")
+    with program.group("speaker"):
+        program.add_node(lp.PyNode(_say, "hello from the first"))
+        program.add_node(lp.PyNode(_say, "hello from the second"))
+    try:
+        controller = launch_mp(program, terminal="tmux_session")
+        assert controller.wait(TIMEOUT)
+        assert controller.exit_codes() == {"speaker/0": 0, "speaker/1": 0}
+        session = capsys.readouterr().out.split("tmux attach -t ")[1].split()[0]
+        windows = dict(line.split() for line in _tmux(
+            "list-windows", "-t", session, "-F", "#{window_name} #{window_index}").splitlines())
+        assert sorted(windows) == ["speaker/0", "speaker/1"]
+        for name, words in (("speaker/0", "first"), ("speaker/1", "second")):
+            deadline = time.monotonic() + TIMEOUT
+            shown = ""
+            while f"hello from the {words}" not in shown and time.monotonic() < deadline:
+                time.sleep(0.05)  # tmux draws the pane's output when it gets to it
+                shown = _tmux("capture-pane", "-p", "-t", f"{session}:{windows[name]}")
+            assert f"hello from the {words}" in shown
+    finally:
+        subprocess.run(["tmux", "kill-server"], capture_output=True, timeout=30)
+
+
+class Pong:
+    def ping(self):
+        return "pong"
+
+
+def test_a_hundred_nodes_start_register_and_answer(launch_mp):
+    program = lp.Program("hundred")
+    with program.group("pong"):
+        handles = [program.add_node(lp.CourierNode(Pong)) for _ in range(100)]
+    controller = launch_mp(program)
+    futures = [h.dereference().futures.ping() for h in handles]
+    assert [f.result(timeout=60) for f in futures] == ["pong"] * 100
+    assert len(set(controller.pids().values())) == 100
