@@ -6,7 +6,7 @@ calls are in flight at once, prints the squares and their sum, and calls `lp.sto
 the program (producers serve until stopped). The launcher prints once `controller.wait()` has
 returned, which shows the launching process survives the stop.
 
-    python -m examples.consumer_producers.launch --lp_launch_type=local_mt --num_producers=4
+    python -m examples.consumer_producers.launch --lp_launch_type=local_mp --num_producers=4
 """
 
 from __future__ import annotations

@@ -63,6 +63,15 @@ class BatchedFunction:
     def __set_name__(self, owner, name):
         self._attribute = f"_batched_handler_{name}"
 
+    def __getstate__(self) -> dict:
+        # A class pickled by value (defined in __main__) carries its batched methods: what
+        # travels is the function and its options, never batches in progress here.
+        return {**self.__dict__, "_unbound": None, "_lock": None}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
     def __get__(self, instance, owner=None):
         if instance is None:
             return self

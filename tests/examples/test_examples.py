@@ -1,6 +1,7 @@
 """Runs every example as its users do (`python -m examples.X.launch`) and checks its output.
 
-Each example runs in its own subprocess, from the repository root, under local_mt: that tests
+Each example runs in its own subprocess, from the repository root, under local_mt and under
+local_mp: that tests
 the real entry point (absl flag parsing, --lp_launch_type read at launch time, app.run) and
 that the program stops by itself. `subprocess.run(timeout=...)` kills an example that hangs.
 """
@@ -45,16 +46,20 @@ CASES = [
 ]
 
 
-def run_example(name: str, args: list[str]) -> subprocess.CompletedProcess:
-    """Runs examples/<name>/launch.py as a module under local_mt; kills it on timeout."""
+def run_example(name: str, args: list[str],
+                launch_type: str = "local_mt") -> subprocess.CompletedProcess:
+    """Runs examples/<name>/launch.py as a module; kills it on timeout."""
     return subprocess.run(
-        [sys.executable, "-m", f"examples.{name}.launch", "--lp_launch_type=local_mt", *args],
+        [sys.executable, "-m", f"examples.{name}.launch", f"--lp_launch_type={launch_type}",
+         *args],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=TIMEOUT_SECS, check=False)
 
 
+@pytest.mark.parametrize("launch_type", ["local_mt", "local_mp"])
 @pytest.mark.parametrize("name, args, expected", CASES)
-def test_example_runs_and_prints(name: str, args: list[str], expected: list[str]):
-    result = run_example(name, args)
+def test_example_runs_and_prints(name: str, args: list[str], expected: list[str],
+                                 launch_type: str):
+    result = run_example(name, args, launch_type)
     report = f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"
     assert result.returncode == 0, report
     for text in expected:
