@@ -79,6 +79,8 @@ class Controller:
         self._contexts: list[context.NodeContext] = []
         self._stop_waiters: list[concurrent.futures.Future] = []
         self._finish_callbacks: list = []
+        self._end_waiters: list[concurrent.futures.Future] = []
+        self._ended_nodes = False
         self._restart_policies = program.restart_policies
         self._restarts: dict[tuple, int] = {}  # (label, index) -> restarts so far
         self._restart_timers: list[threading.Timer] = []
@@ -289,6 +291,17 @@ class Controller:
         future.set_result(True)
         return future
 
+    def end_future(self) -> concurrent.futures.Future:
+        """A future set when the stop sequence has ended every node (a node process still
+        alive then was missed, and ends itself)."""
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        with self._lock:
+            if not self._ended_nodes:
+                self._end_waiters.append(future)
+                return future
+        future.set_result(True)
+        return future
+
     def stop(self) -> None:
         """Asks the program to stop; returns at once. Safe to call any number of times."""
         with self._lock:
@@ -349,6 +362,10 @@ class Controller:
             for node in list(self._running):
                 self._forget_node(node, "the program stopped")
             callbacks = list(self._finish_callbacks)
+            self._ended_nodes = True
+            end_waiters, self._end_waiters = self._end_waiters, []
+        for future in end_waiters:
+            settle(future, True)
         self._server.stop()
         self._process_starter.close()
         for callback in callbacks:
@@ -410,4 +427,7 @@ class _ControllerService:
 
     def wait_for_stop(self) -> concurrent.futures.Future:
         return self._controller.stop_future()
+
+    def wait_for_end(self) -> concurrent.futures.Future:
+        return self._controller.end_future()
 

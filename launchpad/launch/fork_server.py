@@ -36,6 +36,7 @@ from collections.abc import Callable
 from launchpad.launch.process import ExecSpawner, PythonProcess, Stdio
 
 _MAX_MESSAGE = 1 << 20
+_CLOSE_TIMEOUT_SECS = 10.0
 
 
 class ForkServer:
@@ -77,7 +78,11 @@ class ForkServer:
         with self._lock:
             self._closed = True
         self._socket.shutdown(socket.SHUT_WR)
-        self._server.wait()
+        try:
+            self._server.wait(timeout=_CLOSE_TIMEOUT_SECS)
+        except subprocess.TimeoutExpired:  # it still waits for a node that will not end
+            self._server.kill()
+            self._server.wait()
         self._reader.join()
         self._socket.close()
 

@@ -33,6 +33,7 @@ import cloudpickle
 
 Stdio = tuple[int, int, int]  # stdin, stdout, stderr file descriptors
 _START_TIMEOUT_SECS = 60.0
+EXIT_NOT_STARTED = 127  # as a shell reports a command it could not run
 # After SIGTERM, a process gets this long to end before SIGKILL.
 KILL_AFTER_TERMINATE_SECS = 3.0
 
@@ -174,6 +175,7 @@ class NodeProcess:
         self._pid: concurrent.futures.Future | None = None
         self.returncode: int | None = None
         self.ended_by_launcher = False
+        self._start_error = ""
 
     @property
     def pid(self) -> int:
@@ -191,16 +193,26 @@ class NodeProcess:
             self.ended_by_launcher = False
             if os.path.exists(self.report_path):
                 os.unlink(self.report_path)
+            self._start_error = ""
             stdio, close_after = self._open_stdio()
             try:
                 self._pid = self._spawner.spawn(self._spec_path, self._settings, stdio,
                                                 self._new_session, self._exited)
+            except OSError as e:
+                raise RuntimeError(f"Cannot start the process of node {self.name}: {e}") from e
             finally:
                 if close_after:  # the child holds its own copies now
                     for fd in set(stdio):
                         os.close(fd)
+        self._pid.add_done_callback(self._check_started)
 
     restart = start
+
+    def _check_started(self, pid: concurrent.futures.Future) -> None:
+        """A process that could not be started has ended, as far as anyone waits for it."""
+        if pid.exception() is not None:
+            self._start_error = f"could not start: {pid.exception()}"
+            self._exited(EXIT_NOT_STARTED)
 
     def _exited(self, returncode: int) -> None:
         with self._lock:
@@ -240,6 +252,8 @@ class NodeProcess:
 
     def failure(self) -> tuple[str, str, BaseException | None]:
         """(reason, traceback, exception) of an ended process, from its report if any."""
+        if self._start_error:
+            return self._start_error, "", None
         how = describe_exit(self.returncode if self.returncode is not None else 0)
         report = read_report(self.report_path)
         if report is None:

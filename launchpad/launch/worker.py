@@ -19,6 +19,7 @@ Only what the node needs is imported here: the courier client and the node's own
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import pickle
 import sys
@@ -35,7 +36,7 @@ from launchpad.launch import process
 from launchpad.launch.process import FailureReport, WorkerSpec
 
 EXIT_NODE_RAISED = 1
-EXIT_CONTROLLER_GONE = 75  # EX_TEMPFAIL: the program's controller disappeared
+EXIT_ORPHANED = 75  # EX_TEMPFAIL: the node outlived its program's controller
 
 
 def _write_report(path: str, exc: BaseException) -> None:
@@ -70,20 +71,30 @@ class ControllerClient:
         """Returns when the program stops; raises if the controller is gone."""
         self._client.wait_for_stop()
 
+    def wait_for_end(self) -> None:
+        """Returns when the controller has ended every node; raises if it is gone."""
+        self._client.wait_for_end()
+
 
 def _watch_for_stop(controller: ControllerClient, node_context: context.NodeContext,
                     grace: float) -> None:
-    try:
+    """Tells the node when the program stops; ends this process if it outlives its program.
+
+    The controller ends every node process it started by the end of its stop sequence; a
+    process still alive once the controller is done - or gone, its launching process killed -
+    has been missed, and exits by itself when the grace period is over: nothing is orphaned.
+    """
+    with contextlib.suppress(Exception):  # an error means the controller is gone
         controller.wait_for_stop()
-        gone = False
-    except Exception:  # noqa: BLE001 - whatever broke the call, the controller is gone
-        gone = True
+    stopped_at = time.monotonic()
     node_context.notify_stop()
-    if gone:
-        time.sleep(grace)  # the node's time to finish; then nothing may outlive the program
-        print(f"launchpad: node {node_context.name}: the program's controller is gone; "
-              f"exiting after the grace period of {grace:g}s", file=sys.stderr, flush=True)
-        _exit(EXIT_CONTROLLER_GONE)
+    with contextlib.suppress(Exception):
+        controller.wait_for_end()
+    time.sleep(max(0.0, grace - (time.monotonic() - stopped_at)))
+    with contextlib.suppress(OSError, ValueError):  # the output may have gone with the launcher
+        print(f"launchpad: node {node_context.name}: its program has ended; exiting",
+              file=sys.stderr, flush=True)
+    _exit(EXIT_ORPHANED)
 
 
 def make_context(spec: WorkerSpec, controller: ControllerClient) -> context.NodeContext:

@@ -1,9 +1,10 @@
 """Launching processes driven by the process tests: `python -m tests.launch.programs KIND`.
 
+`python -m tests.launch.programs KIND [GRACE]` (termination_notice_secs, default 60).
 Each launches a local_mp program, prints `ready <pid> <pid> ...` (the node pids) once every
 node answers, and then waits for the program to stop; `Program stopped` is printed after.
 
-    stubborn   one node that ignores the stop and SIGTERM (termination_notice_secs=60)
+    stubborn   one node that ignores the stop and SIGTERM (termination_notice_secs=grace)
     polite     one node that ends when the program stops
 """
 
@@ -32,11 +33,11 @@ class Stubborn:
         threading.Event().wait()  # never returns by itself
 
 
-def main(kind: str) -> None:
+def main(kind: str, grace: float) -> None:
     program = lp.Program(kind)
     node = lp.CourierNode(Stubborn if kind == "stubborn" else Polite)
     handle = program.add_node(node, label=kind)
-    controller = lp.launch(program, launch_type="local_mp", termination_notice_secs=60)
+    controller = lp.launch(program, launch_type="local_mp", termination_notice_secs=grace)
     assert handle.dereference().ping() == "pong"
     print("ready", *controller.pids().values(), flush=True)
     controller.wait()
@@ -44,4 +45,4 @@ def main(kind: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], float(sys.argv[2]) if len(sys.argv) > 2 else 60.0)

@@ -69,8 +69,8 @@ def test_a_node_ignoring_stop_and_sigterm_is_killed_after_the_grace_period(launc
     assert controller.exit_codes()["stubborn/0"] == -signal.SIGKILL
 
 
-def _run_launcher(kind):
-    launcher = subprocess.Popen([sys.executable, "-m", "tests.launch.programs", kind],
+def _run_launcher(kind, grace=60):
+    launcher = subprocess.Popen([sys.executable, "-m", "tests.launch.programs", kind, str(grace)],
                                 cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True)
     line = launcher.stdout.readline()
@@ -98,6 +98,24 @@ def test_nodes_of_a_killed_launcher_exit_by_themselves():
     assert _wait_gone(pids, 60 + 10)
 
 
+def _wait_for_line(launcher, text):
+    line = "-"
+    while line and text not in line:
+        line = launcher.stdout.readline()
+    assert line, f"the launcher never printed {text!r}"
+
+
+@pytest.mark.usefixtures("no_leaked_processes")
+def test_a_node_missed_by_a_launcher_killed_while_stopping_exits_after_the_grace_period():
+    launcher, pids = _run_launcher("stubborn", grace=1)
+    launcher.send_signal(signal.SIGINT)
+    _wait_for_line(launcher, "launchpad: stopping")
+    launcher.kill()  # before it could kill the node, which ignores the stop and SIGTERM
+    launcher.wait()
+    launcher.stdout.close()
+    assert _wait_gone(pids, TIMEOUT)
+
+
 @pytest.mark.usefixtures("no_leaked_processes")
 def test_first_ctrl_c_stops_gracefully():
     launcher, pids = _run_launcher("polite")
@@ -112,10 +130,7 @@ def test_second_ctrl_c_kills_at_once():
     launcher, pids = _run_launcher("stubborn")
     launcher.send_signal(signal.SIGINT)  # stops; the node ignores it (grace: 60 s)
     # Two signals sent at once reach Python's handler as one: a second press comes later.
-    line = "-"
-    while line and "launchpad: stopping" not in line:
-        line = launcher.stdout.readline()
-    assert line, "the launcher did not announce the stop"
+    _wait_for_line(launcher, "launchpad: stopping")
     launcher.send_signal(signal.SIGINT)
     out, _ = launcher.communicate(timeout=TIMEOUT)
     assert launcher.returncode == 0 and "Program stopped" in out
@@ -219,3 +234,15 @@ def test_a_hundred_nodes_start_register_and_answer(launch_mp):
     futures = [h.dereference().futures.ping() for h in handles]
     assert [f.result(timeout=60) for f in futures] == ["pong"] * 100
     assert len(set(controller.pids().values())) == 100
+
+
+def _report_heavy_modules(box):
+    box.put(sorted(m for m in ("tensorflow", "reverb", "jax", "torch") if m in sys.modules))
+
+
+def test_a_node_process_imports_only_what_its_node_needs(launch_mp, box):
+    results = box()
+    program = lp.Program("light")
+    program.add_node(lp.PyNode(_report_heavy_modules, results), label="light")
+    assert launch_mp(program).wait(TIMEOUT)
+    assert results.get() == []
