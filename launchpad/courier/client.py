@@ -142,8 +142,13 @@ class Client:
     def _start(self, method: str, args: tuple, kwargs: dict) -> concurrent.futures.Future:
         parts = serialization.dumps_call_arguments(method, args, kwargs)
         future: concurrent.futures.Future = concurrent.futures.Future()
-        while not self._slot.get(self._open_connection).send(method, parts, future):
-            pass  # the connection broke between get and send: the next get opens a new one
+        # A connection that broke between get and send is replaced once; if the new one
+        # broke as well (the server is gone, or its node ended), that is the call's error.
+        for _ in range(2):
+            connection = self._slot.get(self._open_connection)
+            if connection.send(method, parts, future):
+                return future
+        settle(future, exception=connection.error)
         return future
 
     def _open_connection(self) -> Connection:

@@ -37,6 +37,7 @@ class Connection:
     def __init__(self, address, token, wait_for_ready, connect_timeout, compress):
         self.address = address if isinstance(address, str) else ""
         self.broken = False
+        self.error: Exception | None = None  # why it broke
         self._target = address
         self._token = token
         self._wait_for_ready = wait_for_ready
@@ -70,6 +71,8 @@ class Connection:
 
     def close(self, error: Exception) -> None:
         with self._lock:
+            if not self.broken:
+                self.error = error
             self.broken = True
             early, self._early = self._early or [], None
             streams = list(self._streams)

@@ -106,10 +106,12 @@ def open_channel(address: str, compress: bool) -> grpc.Channel:
 
 def wait_until_ready(channel: grpc.Channel, timeout: float) -> bool:
     """Waits up to `timeout` seconds for the channel to connect; True if it did."""
+    ready = grpc.channel_ready_future(channel)
     try:
-        grpc.channel_ready_future(channel).result(timeout=timeout)
+        ready.result(timeout=timeout)
         return True
     except grpc.FutureTimeoutError:
+        ready.cancel()  # stops its polling thread before the caller closes the channel
         return False
 
 

@@ -67,6 +67,7 @@ class Controller:
         self._grace = termination_notice_secs
         self._token = secrets.token_hex(16)
         self._lock = threading.Lock()
+        self._node_ended = threading.Condition(self._lock)
         # Every node that has an address, and the node the program runs it in (itself, or
         # the colocation holding it): those are what run, end, fail and restart.
         self._unit_of = {(inner.label, inner.index): (node.label, node.index)
@@ -128,6 +129,15 @@ class Controller:
         with self._lock:
             self._finish_callbacks.append(callback)
 
+    def wait_for_node(self, name: str, timeout: float | None = None) -> bool:
+        """Blocks until node `name` ('label/index') has ended (finished, or failed for good);
+        False if `timeout` seconds passed first."""
+        label, _, index = name.rpartition("/")
+        self._check_node(label, int(index) if index.isdigit() else -1)
+        unit = self._unit_of[(label, int(index))]
+        with self._node_ended:
+            return self._node_ended.wait_for(lambda: unit not in self._running, timeout)
+
     def pids(self) -> dict[str, int]:
         """'label/index' -> pid of each node's (current) process; nodes run as threads have
         none. For attaching a profiler or debugger."""
@@ -144,6 +154,7 @@ class Controller:
         """A node's code returned: the node is done; when every node is, the program is."""
         with self._lock:
             self._running.discard((label, index))
+            self._node_ended.notify_all()
             self._forget_node((label, index), f"node {label}/{index} has finished")
             all_done = not self._running
         if all_done:
@@ -158,6 +169,7 @@ class Controller:
             return
         with self._lock:
             self._running.discard((label, index))
+            self._node_ended.notify_all()
             self._forget_node((label, index), f"node {name} failed")
             restarts = self._restarts.get((label, index), 0)
             if restarts:
@@ -361,6 +373,8 @@ class Controller:
         with self._lock:
             for node in list(self._running):
                 self._forget_node(node, "the program stopped")
+            self._running.clear()
+            self._node_ended.notify_all()
             callbacks = list(self._finish_callbacks)
             self._ended_nodes = True
             end_waiters, self._end_waiters = self._end_waiters, []

@@ -546,3 +546,19 @@ def test_a_future_keeps_its_otherwise_unreferenced_client_alive(server):
     gc.collect()  # the client is referenced by nothing but its future
     assert future.result(timeout=10) == "still answered"
     future.courier_client.close()
+
+
+class _EndedNodeResolver:
+    """Resolves nothing: as the controller answers for a node that has ended."""
+
+    def resolve(self, timeout):
+        raise ConnectionRefusedError("that node has ended")
+
+
+@pytest.mark.parametrize("wait_for_ready", [True, False])
+def test_a_call_through_a_resolver_that_fails_at_once_gets_its_error(wait_for_ready):
+    client = courier.Client(_EndedNodeResolver(), wait_for_ready=wait_for_ready)
+    for _ in range(20):  # the connection fails before or after the call is queued: both end
+        with pytest.raises(ConnectionRefusedError, match="that node has ended"):
+            client.anything()
+    client.close()

@@ -4,7 +4,6 @@ local_mp, test_mp)."""
 import contextlib
 import dataclasses
 import threading
-import time
 import uuid
 
 import numpy as np
@@ -116,16 +115,9 @@ def test_courier_server_stops_when_run_returns(launch, box):
     program.add_node(lp.CourierNode(Echo), label="keeps_program_alive")
     controller = launch(program)
     assert results.get() == "ran"
-    client = handle.dereference()
-    # A call racing the node's end finds its server stopping; once the controller knows the
-    # node ended (at the latest when its thread or process is gone), calls say so.
-    deadline = time.monotonic() + TIMEOUT
-    while True:
-        with pytest.raises((lp.NodeEndedError, courier.ServerUnavailableError)) as info:
-            client.value()
-        if isinstance(info.value, lp.NodeEndedError) or time.monotonic() > deadline:
-            break
-    assert isinstance(info.value, lp.NodeEndedError) and "once/0" in str(info.value)
+    assert controller.wait_for_node("once/0", TIMEOUT)
+    with pytest.raises(lp.NodeEndedError, match="once/0"):
+        handle.dereference().value()
     assert not controller.wait(0)
 
 
