@@ -7,9 +7,9 @@ PY313 := $(firstword $(wildcard $(PYENV_ROOT)/versions/3.13*/bin/python3.13))
 VENV := .venv
 VENV313 := .venv313
 PIP_FLAGS := --quiet --disable-pip-version-check
-# The full stack (TensorFlow 2.15, Reverb) needs protobuf 4.25: the main venv runs on it, the
-# 3.13 venv on the newest grpcio/protobuf, so both ends of the supported range are tested.
-MAIN_CONSTRAINTS := protobuf==4.25.*
+# The main venv has the full stack (the `reverb` extra of pyproject.toml: TensorFlow 2.15,
+# Reverb 0.14, numpy < 2, protobuf 4.25); the 3.13 venv has the core only, on the newest
+# grpcio/protobuf, so both ends of the supported range are tested.
 
 .PHONY: demo test test-core313 system-packages lint bench clean
 
@@ -22,7 +22,7 @@ $(VENV)/.installed: pyproject.toml
 	@test -n "$(PY311)" || { echo "Python 3.11 not found (pyenv or python3.11)"; exit 1; }
 	test -x $(VENV)/bin/python || $(PY311) -m venv $(VENV)
 	$(VENV)/bin/pip install $(PIP_FLAGS) --upgrade pip
-	$(VENV)/bin/pip install $(PIP_FLAGS) -e '.[dev]' '$(MAIN_CONSTRAINTS)'
+	$(VENV)/bin/pip install $(PIP_FLAGS) -e '.[dev,reverb]'
 	touch $@
 
 $(VENV313)/.installed: pyproject.toml

@@ -31,6 +31,7 @@ from launchpad.nodes.colocation import (
 )
 from launchpad.nodes.courier import CourierNode
 from launchpad.nodes.python import PyClassNode, PyNode
+from launchpad.nodes.reverb import ReverbNode
 from launchpad.program import Program, RestartPolicy, make_program
 from launchpad.stopping import (
     register_stop_handler,
@@ -45,7 +46,7 @@ __all__ = [
     "Program", "RestartPolicy", "make_program",
     # Nodes and handles
     "Node", "Handle", "PyNode", "PyClassNode", "CourierNode", "Deferred",
-    "MultiThreadingColocation", "MultiProcessingColocation", "ColocationError",
+    "MultiThreadingColocation", "MultiProcessingColocation", "ColocationError", "ReverbNode",
     # Courier
     "courier", "batched_handler", "list_methods",
     # Launch

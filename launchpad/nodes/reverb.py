@@ -1,0 +1,125 @@
+"""`ReverbNode`: a Reverb replay server as a node of the program.
+
+How it runs: build the tables (`priority_tables_fn()`) and the checkpointer, start a
+`reverb.Server` on a free port, register its address with the program's controller, then serve
+until the program stops, checkpointing every `checkpoint_time_delta_minutes` if asked and once
+more at a graceful stop. A server started with the checkpointer of a previous run (the same
+path) loads its latest checkpoint, so a ReverbNode restarted by its group's RestartPolicy comes
+back with its data.
+
+Its handle dereferences to a `ReverbClient`: a `reverb.Client` of the node made on first use,
+so a node that only holds the handle imports Reverb (and TensorFlow) only when it first uses
+it. Reverb and TensorFlow are extras (`pip install launchpad-next[reverb]`), imported here only
+when a ReverbNode runs or a handle is used.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from launchpad import context
+from launchpad.nodes import base
+from launchpad.nodes.courier import ControllerResolver
+
+_RESOLVE_TIMEOUT_SECS = 60.0
+
+
+def _import_reverb():
+    try:
+        import reverb
+    except ImportError as e:
+        raise ImportError("ReverbNode needs dm-reverb and TensorFlow: pip install "
+                          "'launchpad-next[reverb]' (Python 3.11, tensorflow-cpu 2.15)") from e
+    return reverb
+
+
+class ReverbClient:
+    """A `reverb.Client` of a ReverbNode, made on first use; every attribute of the client
+    (`insert`, `sample`, `trajectory_writer`, `server_address`, ...) is available here, and
+    `.client` is the `reverb.Client` itself. Pickles as the node it refers to."""
+
+    def __init__(self, resolver: ControllerResolver):
+        self._resolver = resolver
+        self._client = None
+        self._lock = threading.Lock()
+
+    @property
+    def client(self) -> Any:
+        with self._lock:
+            if self._client is None:
+                reverb = _import_reverb()
+                self._client = reverb.Client(self._resolver.resolve(_RESOLVE_TIMEOUT_SECS))
+            return self._client
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.client, name)
+
+    def __reduce__(self):
+        return ReverbClient, (self._resolver,)
+
+    def __repr__(self) -> str:
+        return f"<ReverbClient of {self._resolver!r}>"
+
+
+class ReverbHandle(base.Handle):
+    """Dereferences to a ReverbClient of the node."""
+
+    def dereference(self) -> ReverbClient:
+        program = self._program_context()
+        return ReverbClient(ControllerResolver(program.controller_address, program.token,
+                                               self._label, self._index))
+
+
+class ReverbNode(base.Node):
+    """A Reverb server with the tables `priority_tables_fn()` returns.
+
+    Args:
+      priority_tables_fn: returns the `reverb.Table`s to serve (called in the node's process).
+      checkpoint_ctor: returns the checkpointer (e.g. `reverb.checkpointers.DefaultCheckpointer(
+        path)`); None uses Reverb's default (a temporary folder: nothing survives a restart).
+      checkpoint_time_delta_minutes: checkpoint this often while serving (and always once at a
+        graceful stop).
+    """
+
+    def __init__(self, priority_tables_fn: Callable[[], Sequence[Any]],
+                 checkpoint_ctor: Callable[[], Any] | None = None,
+                 checkpoint_time_delta_minutes: float | None = None):
+        super().__init__()
+        if not callable(priority_tables_fn):
+            raise TypeError(f"priority_tables_fn must be callable, got {priority_tables_fn!r}")
+        if checkpoint_ctor is not None and not callable(checkpoint_ctor):
+            raise TypeError(f"checkpoint_ctor must be callable, got {checkpoint_ctor!r}")
+        if checkpoint_time_delta_minutes is not None and checkpoint_time_delta_minutes <= 0:
+            raise ValueError("checkpoint_time_delta_minutes must be positive, got "
+                             f"{checkpoint_time_delta_minutes}")
+        self._priority_tables_fn = priority_tables_fn
+        self._checkpoint_ctor = checkpoint_ctor
+        self._checkpoint_every = checkpoint_time_delta_minutes
+
+    def create_handle(self) -> base.Handle:
+        return ReverbHandle(self)
+
+    def default_label(self) -> str:
+        return "replay"
+
+    def execute(self) -> None:
+        reverb = _import_reverb()
+        node = context.current()
+        checkpointer = self._checkpoint_ctor() if self._checkpoint_ctor else None
+        server = reverb.Server(tables=list(self._priority_tables_fn()), port=None,
+                               checkpointer=checkpointer)
+        try:
+            node.addresses.register(self.label, self.index, "",
+                                    f"{node.bind_host}:{server.port}")
+            local = server.localhost_client()
+            interval = None if self._checkpoint_every is None else self._checkpoint_every * 60
+            while not node.stop_event.wait(interval):
+                local.checkpoint()
+            if checkpointer is not None or interval is not None:
+                local.checkpoint()  # a graceful stop keeps the data
+        finally:
+            server.stop()

@@ -1,0 +1,114 @@
+"""ReverbNode on real Reverb, under every launch type: insert and sample across nodes, a
+learner reading through TrajectoryDataset, checkpoints surviving a killed replay node, and
+Reverb imported only where it is used."""
+
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+
+import launchpad as lp
+from tests.launch.helpers import TIMEOUT, report_heavy_imports
+
+reverb = pytest.importorskip("reverb", reason="the Reverb stack (Python 3.11 + TF 2.15) is "
+                                              "installed in the main venv only")
+
+TABLE = "trajectories"
+STEPS = 3
+
+
+def _tables():
+    import tensorflow as tf
+    # A queue: each item is sampled once, in the order it was written.
+    return [reverb.Table.queue(TABLE, max_size=1000,
+                               signature={"obs": tf.TensorSpec([STEPS, 4], tf.float32)})]
+
+
+def _write(replay, count, box):
+    with replay.trajectory_writer(num_keep_alive_refs=STEPS) as writer:
+        for item in range(count):
+            for step in range(STEPS):
+                writer.append({"obs": np.full([4], item * 10 + step, np.float32)})
+            writer.create_item(TABLE, 1.0, {"obs": writer.history["obs"][-STEPS:]})
+        writer.flush()
+    if box is not None:
+        box.put(("written", count))
+
+
+def _learn(replay, count, box):
+    dataset = reverb.TrajectoryDataset.from_table_signature(
+        server_address=replay.server_address, table=TABLE, max_in_flight_samples_per_worker=4)
+    firsts = sorted(float(sample.data["obs"][0][0]) for sample in dataset.take(count))
+    box.put(("learned", firsts))
+
+
+def test_actors_write_and_a_learner_reads_through_trajectory_dataset(launch, box):
+    results = box()
+    program = lp.Program("replay")
+    replay = program.add_node(lp.ReverbNode(_tables), label="replay")
+    program.add_node(lp.PyNode(_write, replay, 4, results), label="actor")
+    program.add_node(lp.PyNode(_learn, replay, 4, results), label="learner")
+    launch(program)
+    got = dict(results.get() for _ in range(2))
+    assert got["written"] == 4
+    assert got["learned"] == [0.0, 10.0, 20.0, 30.0]  # each item's first step
+
+
+def test_the_launching_process_inserts_and_samples(launch):
+    program = lp.Program("replay")
+    handle = program.add_node(lp.ReverbNode(_tables), label="replay")
+    launch(program)
+    client = handle.dereference()
+    with client.trajectory_writer(num_keep_alive_refs=STEPS) as writer:
+        for step in range(STEPS):
+            writer.append({"obs": np.full([4], step, np.float32)})
+        writer.create_item(TABLE, 1.0, {"obs": writer.history["obs"][-STEPS:]})
+    sample = next(client.sample(TABLE, num_samples=1, emit_timesteps=False))
+    np.testing.assert_array_equal(sample.data[0][:, 0], np.arange(STEPS))  # data: flattened
+
+
+def test_a_node_holding_an_unused_reverb_handle_imports_no_reverb(launch_mp, box):
+    results = box()
+    program = lp.Program("light")
+    replay = program.add_node(lp.ReverbNode(_tables), label="replay")
+    program.add_node(lp.PyNode(report_heavy_imports, replay, results), label="holder")
+    launch_mp(program)
+    imported_reverb, imported_tf, shown = results.get()
+    assert not imported_reverb and not imported_tf and "replay/0" in shown
+
+
+def test_a_killed_replay_node_restarts_from_its_checkpoint(launch_mp, tmp_path):
+    path = str(tmp_path / "checkpoints")
+    program = lp.Program("durable")
+    with program.group("replay", restart=lp.RestartPolicy(max_restarts=1, backoff_secs=0.01)):
+        handle = program.add_node(lp.ReverbNode(
+            _tables, checkpoint_ctor=lambda: reverb.checkpointers.DefaultCheckpointer(path)))
+    controller = launch_mp(program)
+    client = handle.dereference()
+    _write(client, 5, None)
+    client.checkpoint()
+    os.kill(controller.pids()["replay/0"], signal.SIGKILL)
+    deadline = time.monotonic() + TIMEOUT
+    while controller.restarts().get("replay/0") != 1 and time.monotonic() < deadline:
+        time.sleep(0.02)  # polls: the restart is the controller's, seen from outside
+    restored = handle.dereference()  # resolves the restarted node's new address
+    assert restored.server_info(timeout=TIMEOUT)[TABLE].current_size == 5
+    firsts = [float(next(restored.sample(TABLE, emit_timesteps=False)).data[0][0][0])
+              for _ in range(5)]
+    assert firsts == [0.0, 10.0, 20.0, 30.0, 40.0]  # the data, in its order, survived
+
+
+@pytest.mark.parametrize("colocation", [lp.MultiThreadingColocation,
+                                        lp.MultiProcessingColocation])
+def test_a_replay_node_inside_a_colocation(colocation, launch):
+    program = lp.Program("colocated_replay")
+    replay = lp.ReverbNode(_tables)
+    handle = replay.create_handle()
+    program.add_node(colocation([replay]), label="co")
+    launch(program)
+    client = handle.dereference()
+    _write(client, 2, None)
+    assert client.server_info(timeout=TIMEOUT)[TABLE].current_size == 2
+    assert "co/0/0" in repr(client)
