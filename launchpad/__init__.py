@@ -24,6 +24,7 @@ from launchpad.launch.errors import (
 from launchpad.launch.launch import LaunchType, launch
 from launchpad.launch.process import PythonProcess
 from launchpad.nodes.base import Deferred, Handle, Node
+from launchpad.nodes.cacher import CacherNode, StaleDataError
 from launchpad.nodes.colocation import (
     ColocationError,
     MultiProcessingColocation,
@@ -47,6 +48,7 @@ __all__ = [
     # Nodes and handles
     "Node", "Handle", "PyNode", "PyClassNode", "CourierNode", "Deferred",
     "MultiThreadingColocation", "MultiProcessingColocation", "ColocationError", "ReverbNode",
+    "CacherNode", "StaleDataError",
     # Courier
     "courier", "batched_handler", "list_methods",
     # Launch
