@@ -9,6 +9,7 @@ that the program stops by itself. `subprocess.run(timeout=...)` kills an example
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import pathlib
 import subprocess
 import sys
@@ -43,6 +44,14 @@ CASES = [
                   "worker 2: 8013 primes in [200000, 300000)",
                   "controller.wait() returned True: all 3 workers returned"],
                  id="program_wait"),
+    pytest.param("replay", [],
+                 ["actor 0: wrote 8 trajectories of 5 steps",
+                  "actor 1: wrote 8 trajectories of 5 steps",
+                  "learner: read 16 trajectories in 4 batches, every one intact",
+                  "Program stopped cleanly."],
+                 id="replay", marks=pytest.mark.skipif(
+                     importlib.util.find_spec("reverb") is None,
+                     reason="the Reverb stack is installed in the main venv only")),
 ]
 
 
