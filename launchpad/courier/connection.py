@@ -109,21 +109,30 @@ class Connection:
             return transport.open_channel(self.address, self._compress)
         timeout = self._connect_timeout
         deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-            if not isinstance(self._target, str):
-                self.address = self._target.resolve(1e9 if remaining is None else remaining)
-            channel = transport.open_channel(self.address, self._compress)
-            attempt = _RESOLVE_AGAIN_SECS if remaining is None else remaining
-            if not isinstance(self._target, str):
-                attempt = min(attempt, _RESOLVE_AGAIN_SECS)
-            if transport.wait_until_ready(channel, attempt):
-                return channel
-            channel.close()
-            if deadline is not None and time.monotonic() >= deadline:
-                raise errors.ServerUnavailableError(
-                    f"Courier server at {self.address} was not reachable within "
-                    f"connect_timeout={timeout}s")
+        channel, channel_address = None, None
+        try:
+            while True:
+                remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+                if not isinstance(self._target, str):
+                    self.address = self._target.resolve(1e9 if remaining is None else remaining)
+                if channel_address != self.address:  # a channel keeps trying its address
+                    if channel is not None:
+                        channel.close()
+                    channel = transport.open_channel(self.address, self._compress)
+                    channel_address = self.address
+                attempt = _RESOLVE_AGAIN_SECS if remaining is None else remaining
+                if not isinstance(self._target, str):
+                    attempt = min(attempt, _RESOLVE_AGAIN_SECS)
+                if transport.wait_until_ready(channel, attempt):
+                    ready, channel = channel, None
+                    return ready
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise errors.ServerUnavailableError(
+                        f"Courier server at {self.address} was not reachable within "
+                        f"connect_timeout={timeout}s")
+        finally:
+            if channel is not None:
+                channel.close()
 
     def _open_stream(self) -> "_Stream":
         stream = _Stream(self)
