@@ -48,6 +48,7 @@ test-core313:
 bench: $(VENV)/.installed
 	$(VENV)/bin/python -m benchmarks.courier_rpc
 	$(VENV)/bin/python -m benchmarks.launch
+	$(VENV)/bin/python -m benchmarks.reverb_node
 
 clean:
 	rm -rf $(VENV) $(VENV313) *.egg-info

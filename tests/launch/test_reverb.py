@@ -112,3 +112,43 @@ def test_a_replay_node_inside_a_colocation(colocation, launch):
     _write(client, 2, None)
     assert client.server_info(timeout=TIMEOUT)[TABLE].current_size == 2
     assert "co/0/0" in repr(client)
+
+
+def _durable_program(path, every_minutes=None):
+    program = lp.Program("durable")
+    with program.group("replay", restart=lp.RestartPolicy(max_restarts=1, backoff_secs=0.01)):
+        handle = program.add_node(lp.ReverbNode(
+            _tables, checkpoint_ctor=lambda: reverb.checkpointers.DefaultCheckpointer(path),
+            checkpoint_time_delta_minutes=every_minutes))
+    return program, handle
+
+
+def test_a_graceful_stop_checkpoints_and_the_next_launch_restores(launch, tmp_path):
+    path = str(tmp_path / "checkpoints")
+    program, handle = _durable_program(path)
+    controller = launch(program)
+    _write(handle.dereference(), 3, None)
+    controller.stop()
+    assert controller.wait(TIMEOUT)
+    program, handle = _durable_program(path)  # a new launch, from the same checkpoints
+    launch(program)
+    assert handle.dereference().server_info(timeout=TIMEOUT)[TABLE].current_size == 3
+
+
+def test_periodic_checkpoints_survive_a_killed_replay_node(launch_mp, tmp_path):
+    path = tmp_path / "checkpoints"
+    program, handle = _durable_program(str(path), every_minutes=0.2 / 60)  # every 0.2 s
+    controller = launch_mp(program)
+    _write(handle.dereference(), 4, None)
+    written = time.monotonic()
+    deadline = written + TIMEOUT
+    # A checkpoint started after the write holds it: wait for a checkpoint folder that is
+    # newer than the write, and complete (Reverb writes a DONE file last).
+    while not any(d.stat().st_mtime > time.time() - (time.monotonic() - written)
+                  and (d / "DONE").exists() for d in path.glob("*") if d.is_dir()):
+        assert time.monotonic() < deadline, "no periodic checkpoint was written"
+        time.sleep(0.05)
+    os.kill(controller.pids()["replay/0"], signal.SIGKILL)
+    while controller.restarts().get("replay/0") != 1 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert handle.dereference().server_info(timeout=TIMEOUT)[TABLE].current_size == 4
