@@ -133,6 +133,9 @@ class ForkServer:
 
 def _child(inherited: list, spec_path: str, new_session: bool, fds: list[int]) -> None:
     """Runs in the fork: becomes the node's process; never returns."""
+    # Imported here, not at the top: launchers import this module, and the worker must not be
+    # imported in a launcher (`python -m launchpad.launch.worker` would then warn).
+    from launchpad.launch import process, worker
     code = 70  # EX_SOFTWARE: the worker itself broke
     try:
         signal.set_wakeup_fd(-1)
@@ -149,18 +152,12 @@ def _child(inherited: list, spec_path: str, new_session: bool, fds: list[int]) -
                 os.close(fd)
         if "numpy" in sys.modules:  # forks share the parent's seed: give each its own
             sys.modules["numpy"].random.seed()
-        from launchpad.launch import process, worker
         code = worker.run_worker(process.read_spec(spec_path))
     except BaseException:  # noqa: BLE001 - report what broke, then leave the fork
         import traceback
         traceback.print_exc()
     finally:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (OSError, ValueError):
-                pass
-        os._exit(code)
+        worker.exit_process(code)
 
 
 def _send(sock: socket.socket, *message) -> None:

@@ -94,7 +94,7 @@ def _watch_for_stop(controller: ControllerClient, node_context: context.NodeCont
     with contextlib.suppress(OSError, ValueError):  # the output may have gone with the launcher
         print(f"launchpad: node {node_context.name}: its program has ended; exiting",
               file=sys.stderr, flush=True)
-    _exit(EXIT_ORPHANED)
+    exit_process(EXIT_ORPHANED)
 
 
 def make_context(spec: WorkerSpec, controller: ControllerClient) -> context.NodeContext:
@@ -131,7 +131,7 @@ def run_worker(spec: WorkerSpec) -> int:
     return 0
 
 
-def _exit(code: int) -> None:
+def exit_process(code: int) -> None:
     """Ends the process now: a node is done when its code returns, whatever threads it left
     (the same as under local_mt); output is flushed first."""
     for stream in (sys.stdout, sys.stderr):
@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> None:
                                      description="Runs one node of a launchpad program.")
     parser.add_argument("--spec", required=True, help="the WorkerSpec file of the node")
     args = parser.parse_args(argv)
-    _exit(run_worker(process.read_spec(args.spec)))
+    exit_process(run_worker(process.read_spec(args.spec)))
 
 
 if __name__ == "__main__":
