@@ -11,7 +11,8 @@ The launcher learns how the node ended from the exit status, and why from the re
 exception's type, message and traceback). The stop watcher holds a call to the controller that
 returns when the program stops: then the node's stop event is set and its stop handlers run.
 If the controller vanishes instead (the launching process was killed), the node is stopped the
-same way and the process exits by itself after the grace period: nothing is orphaned.
+same way. A process still alive when its controller has ended (or vanished) exits by itself
+once the grace period is over: nothing is orphaned.
 
 Only what the node needs is imported here: the courier client and the node's own code.
 """
@@ -98,13 +99,12 @@ def _watch_for_stop(controller: ControllerClient, node_context: context.NodeCont
 
 
 def make_context(spec: WorkerSpec, controller: ControllerClient) -> context.NodeContext:
-    node_context = context.NodeContext(
+    return context.NodeContext(
         program_name=spec.program_name, label=spec.label, index=spec.index,
         controller_address=spec.controller_address, token=spec.token, addresses=controller,
-        request_stop=controller.request_stop)
-    node_context.process_starter = process.ChildProcessStarter(
-        spec.run_dir, spec.termination_notice_secs, in_worker=True)
-    return node_context
+        request_stop=controller.request_stop,
+        process_starter=process.ChildProcessStarter(spec.run_dir, spec.termination_notice_secs,
+                                                    in_worker=True))
 
 
 def run_worker(spec: WorkerSpec) -> int:
