@@ -195,6 +195,7 @@ class Controller:
             if worker is None:
                 return False
             self._restarts[(label, index)] = restarts + 1
+            self._node_ended.notify_all()
             # Lookups of the node now wait for it to register again; its clients reconnect.
             self._forget_addresses((label, index))
             delay = policy.delay(restarts + 1)
@@ -216,6 +217,16 @@ class Controller:
         except Exception as e:  # noqa: BLE001 - a node that cannot restart has failed
             label, index = worker.name.rsplit("/", 1)
             self.node_failed(label, int(index), f"restart failed: {type(e).__name__}: {e}")
+
+    def wait_for_restarts(self, name: str, count: int, timeout: float | None = None) -> bool:
+        """Blocks until node `name` ('label/index') has been restarted `count` times by its
+        group's policy; False if `timeout` seconds passed first."""
+        label, _, index = name.rpartition("/")
+        self._check_node(label, int(index) if index.isdigit() else -1)
+        key = (label, int(index))
+        with self._node_ended:
+            return self._node_ended.wait_for(lambda: self._restarts.get(key, 0) >= count,
+                                             timeout)
 
     def restarts(self) -> dict[str, int]:
         """'label/index' -> how many times the node was restarted by its group's policy."""

@@ -90,9 +90,7 @@ def test_a_killed_replay_node_restarts_from_its_checkpoint(launch_mp, tmp_path):
     _write(client, 5, None)
     client.checkpoint()
     os.kill(controller.pids()["replay/0"], signal.SIGKILL)
-    deadline = time.monotonic() + TIMEOUT
-    while controller.restarts().get("replay/0") != 1 and time.monotonic() < deadline:
-        time.sleep(0.02)  # polls: the restart is the controller's, seen from outside
+    assert controller.wait_for_restarts("replay/0", 1, TIMEOUT)
     restored = handle.dereference()  # resolves the restarted node's new address
     assert restored.server_info(timeout=TIMEOUT)[TABLE].current_size == 5
     firsts = [float(next(restored.sample(TABLE, emit_timesteps=False)).data[0][0][0])
@@ -147,8 +145,7 @@ def test_periodic_checkpoints_survive_a_killed_replay_node(launch_mp, tmp_path):
     while not any(d.stat().st_mtime > time.time() - (time.monotonic() - written)
                   and (d / "DONE").exists() for d in path.glob("*") if d.is_dir()):
         assert time.monotonic() < deadline, "no periodic checkpoint was written"
-        time.sleep(0.05)
+        time.sleep(0.05)  # polls the folder: Reverb signals no finished checkpoint
     os.kill(controller.pids()["replay/0"], signal.SIGKILL)
-    while controller.restarts().get("replay/0") != 1 and time.monotonic() < deadline:
-        time.sleep(0.02)
+    assert controller.wait_for_restarts("replay/0", 1, TIMEOUT)
     assert handle.dereference().server_info(timeout=TIMEOUT)[TABLE].current_size == 4
