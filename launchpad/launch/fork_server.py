@@ -5,7 +5,7 @@ on 2 cores would take over 10 s to start. The fork server pays that once per lau
 then a fork (milliseconds), and the forks share the imported code's memory pages::
 
     launcher (ForkServer, a Spawner)            fork server (this module's main)
-      spawn(spec, stdio) -- request + fds -->     fork -> child: own session, stdio, worker
+      spawn(spec, stdio) -- request + fds -->     fork -> child: own process group, stdio, worker
                          <-- started(pid) --
                          <-- exited(pid, code)    SIGCHLD -> waitpid
 
@@ -33,7 +33,7 @@ import sys
 import threading
 from collections.abc import Callable
 
-from launchpad.launch.process import ExecSpawner, PythonProcess, Stdio
+from launchpad.launch.process import ExecSpawner, PythonProcess, Stdio, own_process_group
 
 _MAX_MESSAGE = 1 << 20
 _CLOSE_TIMEOUT_SECS = 10.0
@@ -49,7 +49,7 @@ class ForkServer:
         self._server = subprocess.Popen(
             [sys.executable, "-c", "from launchpad.launch.fork_server import main; main()",
              "--fd", str(theirs.fileno())],
-            pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, start_new_session=True)
+            pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, **own_process_group())
         theirs.close()
         self._next_request = 0
         self._starting: dict[int, tuple[concurrent.futures.Future, Callable]] = {}
@@ -58,10 +58,10 @@ class ForkServer:
         self._reader = threading.Thread(target=self._read, name="lp-fork-server", daemon=True)
         self._reader.start()
 
-    def spawn(self, spec_path: str, settings: PythonProcess, stdio: Stdio, new_session: bool,
+    def spawn(self, spec_path: str, settings: PythonProcess, stdio: Stdio, own_group: bool,
               on_exit: Callable[[int], None]) -> concurrent.futures.Future:
         if settings.needs_fresh_interpreter():
-            return self._fallback.spawn(spec_path, settings, stdio, new_session, on_exit)
+            return self._fallback.spawn(spec_path, settings, stdio, own_group, on_exit)
         started: concurrent.futures.Future = concurrent.futures.Future()
         with self._lock:
             if self._closed:
@@ -69,7 +69,7 @@ class ForkServer:
             request = self._next_request
             self._next_request += 1
             self._starting[request] = (started, on_exit)
-            message = pickle.dumps((request, spec_path, new_session))
+            message = pickle.dumps((request, spec_path, own_group))
             socket.send_fds(self._socket, [message], list(stdio))
         return started
 
@@ -131,7 +131,7 @@ class ForkServer:
 # --- the server process ---------------------------------------------------------------------
 
 
-def _child(inherited: list, spec_path: str, new_session: bool, fds: list[int]) -> None:
+def _child(inherited: list, spec_path: str, own_group: bool, fds: list[int]) -> None:
     """Runs in the fork: becomes the node's process; never returns."""
     # Imported here, not at the top: launchers import this module, and the worker must not be
     # imported in a launcher (`python -m launchpad.launch.worker` would then warn).
@@ -143,8 +143,8 @@ def _child(inherited: list, spec_path: str, new_session: bool, fds: list[int]) -
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         for resource in inherited:  # the server's socket, selector and wake-up pipe
             os.close(resource) if isinstance(resource, int) else resource.close()
-        if new_session:
-            os.setsid()
+        if own_group:
+            os.setpgid(0, 0)  # a group, not a session: see process.own_process_group
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
         for fd in set(fds):
@@ -200,14 +200,14 @@ def serve(fd: int) -> None:
                 selector.unregister(sock)
                 open_socket = False
                 continue
-            request, spec_path, new_session = pickle.loads(message)
+            request, spec_path, own_group = pickle.loads(message)
             try:
                 pid = os.fork()
             except OSError as e:
                 _send(sock, "failed", request, str(e))
                 pid = -1
             if pid == 0:
-                _child([sock, selector, *wake], spec_path, new_session, fds)
+                _child([sock, selector, *wake], spec_path, own_group, fds)
             for received in fds:
                 os.close(received)
             if pid > 0:

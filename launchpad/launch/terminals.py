@@ -187,7 +187,7 @@ class FilesTerminal(Terminal):
     def __init__(self, program_name: str, run_dir: str):
         self._run_dir = run_dir
         print(f"launchpad: output of the nodes of {program_name!r} goes to {run_dir}/",
-              flush=True)
+              file=sys.stderr, flush=True)  # stderr: a script's stdout stays its own
 
     def log_path(self, name: str) -> str:
         return os.path.join(self._run_dir, f"{name.replace('/', '.')}.log")
@@ -217,7 +217,7 @@ class TmuxTerminal(Terminal):
         self._started = False
         self._lock = threading.Lock()
         print(f"launchpad: nodes of {program_name!r} run in tmux session {self.session!r}: "
-              f"tmux attach -t {self.session}", flush=True)
+              f"tmux attach -t {self.session}", file=sys.stderr, flush=True)
 
     def open(self, name: str) -> tuple[Stdio, bool]:
         with self._lock:

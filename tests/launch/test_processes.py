@@ -152,6 +152,35 @@ def test_python_process_sets_env_and_args_per_group(interpreter, launch_mp, box)
     assert results.get() == ("set", ["--flag=1"], sys.executable)
 
 
+def _report_process_group(box):
+    box.put((os.getpid(), os.getpgid(0), os.getsid(0)))
+
+
+@pytest.mark.parametrize("interpreter", [None, sys.executable])
+def test_a_node_leads_its_own_process_group_in_the_launchers_session(interpreter, launch_mp,
+                                                                     box):
+    results = box()
+    program = lp.Program("groups")
+    program.add_node(lp.PyNode(_report_process_group, results), label="node")
+    settings = lp.PythonProcess(interpreter=interpreter)
+    assert launch_mp(program, local_resources={"node": settings}).wait(TIMEOUT)
+    pid, group, session = results.get()
+    assert group == pid  # so a signal reaches the node and all it started
+    assert session == os.getsid(0)  # so the program shares one scheduler autogroup
+
+
+@pytest.mark.usefixtures("no_leaked_processes")
+def test_a_node_that_cannot_start_fails_the_launch_naming_it_and_ends_the_others(caplog):
+    program = lp.Program("unstartable")
+    program.add_node(lp.CourierNode(Pid), label="fine")
+    program.add_node(lp.PyNode(int), label="broken")
+    broken = lp.PythonProcess(interpreter="/nonexistent/python")
+    with pytest.raises(RuntimeError, match="Cannot start the process of node broken/0"):
+        lp.launch(program, launch_type="local_mp", local_resources={"broken": broken})
+    # The launcher knew the broken node never ran: it did not signal or wait for it.
+    assert not [r for r in caplog.records if "broken/0" in r.getMessage()]
+
+
 def test_bad_local_resources_are_named():
     program = lp.Program("p")
     program.add_node(lp.PyNode(int), label="noop")
@@ -182,7 +211,7 @@ def test_output_to_files_writes_one_log_per_node(launch_mp, capsys, monkeypatch,
         program.add_node(lp.PyNode(_say, "second"))
     monkeypatch.setattr(tempfile, "tempdir", None)  # re-read TMPDIR
     assert launch_mp(program).wait(TIMEOUT)
-    run_dir = pathlib.Path(capsys.readouterr().out.split("goes to ")[1].split()[0])
+    run_dir = pathlib.Path(capsys.readouterr().err.split("goes to ")[1].split()[0])
     assert run_dir.is_relative_to(tmp_path)
     assert (run_dir / "speaker.0.log").read_text() == "first\n"
     assert (run_dir / "speaker.1.log").read_text() == "second\n"
@@ -206,7 +235,7 @@ def test_tmux_session_shows_each_node_in_its_own_window(launch_mp, capsys, monke
         controller = launch_mp(program, terminal="tmux_session")
         assert controller.wait(TIMEOUT)
         assert controller.exit_codes() == {"speaker/0": 0, "speaker/1": 0}
-        session = capsys.readouterr().out.split("tmux attach -t ")[1].split()[0]
+        session = capsys.readouterr().err.split("tmux attach -t ")[1].split()[0]
         windows = dict(line.split() for line in _tmux(
             "list-windows", "-t", session, "-F", "#{window_name} #{window_index}").splitlines())
         assert sorted(windows) == ["speaker/0", "speaker/1"]
