@@ -32,6 +32,7 @@ from launchpad.nodes.colocation import (
 )
 from launchpad.nodes.courier import CourierNode
 from launchpad.nodes.python import PyClassNode, PyNode
+from launchpad.nodes.replicated import ReplicatedNode
 from launchpad.nodes.reverb import ReverbNode
 from launchpad.program import Program, RestartPolicy, make_program
 from launchpad.stopping import (
@@ -48,7 +49,7 @@ __all__ = [
     # Nodes and handles
     "Node", "Handle", "PyNode", "PyClassNode", "CourierNode", "Deferred",
     "MultiThreadingColocation", "MultiProcessingColocation", "ColocationError", "ReverbNode",
-    "CacherNode", "StaleDataError",
+    "CacherNode", "StaleDataError", "ReplicatedNode",
     # Courier
     "courier", "batched_handler", "list_methods",
     # Launch

@@ -59,6 +59,7 @@ class NodeContext:
     process_starter: ProcessStarter | None = None
     stop_event: threading.Event = dataclasses.field(default_factory=threading.Event)
     bind_host: str = "127.0.0.1"
+    termination_notice_secs: float = 10.0  # how long the node has to end after a stop
     _stop_handlers: list = dataclasses.field(default_factory=list)
     _handlers_lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
     _notified: bool = False

@@ -84,8 +84,9 @@ class Program:
             raise ValueError(f"{node!r} is already in a program (as {node.label!r}); "
                              "create a new node object for each node of the program")
         group = self._groups.setdefault(label, [])
-        node.bind_to_program(self, label, len(group))
-        group.append(node)
+        for added in [node, *node.companion_nodes()]:
+            added.bind_to_program(self, label, len(group))
+            group.append(added)
         return node.create_handle()
 
     @property

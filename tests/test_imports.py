@@ -52,3 +52,20 @@ def test_courier_imports_nothing_else_of_the_package():
 def test_nodes_never_import_launchers():
     for module, imports in _layer_imports("nodes").items():
         assert not {m for m in imports if m.startswith("launchpad.launch")}, module
+
+
+def test_the_replicator_is_used_by_the_replicated_node_only_and_imports_no_launcher():
+    for module, imports in _layer_imports("replicator").items():
+        outside = {m for m in imports if not m.startswith("launchpad.replicator")}
+        assert not outside, f"{module} imports {outside}"
+    users = {str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")
+             if "replicator" not in p.parts
+             and any(m.startswith("launchpad.replicator") for m in _imports_of(p))}
+    assert users == {"nodes/replicated.py"}
+
+
+def test_a_program_with_a_replicated_node_is_built_without_tensorflow():
+    out = _run("import sys, launchpad as lp; p = lp.Program('p'); "
+               "p.add_node(lp.ReplicatedNode(dict, num_workers=2, mode='async'), 'trainer'); "
+               "print('tensorflow' in sys.modules, len(p.get_all_nodes()))")
+    assert out == "False 4"

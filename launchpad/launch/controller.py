@@ -103,7 +103,8 @@ class Controller:
         node_context = context.NodeContext(
             program_name=self.program_name, label=label, index=index,
             controller_address=self.address, token=self._token, addresses=self,
-            request_stop=self.stop, process_starter=self._process_starter)
+            request_stop=self.stop, process_starter=self._process_starter,
+            termination_notice_secs=self._grace)
         with self._lock:
             self._contexts.append(node_context)
             stopping = self._stopping.is_set()

@@ -78,6 +78,12 @@ def launch(program: Program, controller: Controller, *, serialize_py_nodes: bool
     """Starts one thread per node of `program` under `controller`."""
     serialize = default_serialize if serialize_py_nodes is None else serialize_py_nodes
     nodes = program.get_all_nodes()
+    for node in nodes:
+        for inner in node.all_nodes():
+            reason = inner.needs_own_process()
+            if reason:
+                raise ValueError(f"Node {inner.name} cannot run as a thread: {reason}. Launch "
+                                 "the program with local_mp (or test_mp)")
     if serialize:
         nodes = [_roundtrip(node) for node in nodes]
     workers = [ThreadWorker(controller, node) for node in nodes]

@@ -104,7 +104,8 @@ def make_context(spec: WorkerSpec, controller: ControllerClient) -> context.Node
         controller_address=spec.controller_address, token=spec.token, addresses=controller,
         request_stop=controller.request_stop,
         process_starter=process.ChildProcessStarter(spec.run_dir, spec.termination_notice_secs,
-                                                    in_worker=True))
+                                                    in_worker=True),
+        termination_notice_secs=spec.termination_notice_secs)
 
 
 def run_worker(spec: WorkerSpec) -> int:

@@ -120,6 +120,16 @@ class Node(abc.ABC):
     def name(self) -> str:
         return f"{self.label}/{self.index}"
 
+    def companion_nodes(self) -> list["Node"]:
+        """Nodes that join the program with this one, in its group right after it (the other
+        tasks of a ReplicatedNode); `Program.add_node` adds them."""
+        return []
+
+    def needs_own_process(self) -> str | None:
+        """Why this node cannot run as a thread beside other nodes (None: it can); thread
+        launchers refuse it with this reason."""
+        return None
+
     def all_nodes(self) -> list["Node"]:
         """This node and the nodes it runs inside it (a colocation's), depth first."""
         return [self]

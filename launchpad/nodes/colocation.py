@@ -44,6 +44,9 @@ class _Colocation(base.Node):
             raise ValueError(f"{node!r} is already in a program or a colocation")
         if self.is_added():
             raise ValueError(f"Nodes cannot be added to {self!r} once it is in a program")
+        if node.companion_nodes():
+            raise ValueError(f"{node!r} is several nodes (one per task) and cannot be "
+                             "colocated; add it to the program itself")
         self._nodes.append(node)
         return node.create_handle()
 

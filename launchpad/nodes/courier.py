@@ -18,11 +18,11 @@ from launchpad.courier import errors as courier_errors
 from launchpad.courier import server as courier_server
 from launchpad.nodes import base, python
 
-_SERVER_OPTIONS = frozenset({"thread_pool_size"})
-_CLIENT_OPTIONS = frozenset({"call_timeout", "wait_for_ready", "connect_timeout", "compress"})
+SERVER_OPTIONS = frozenset({"thread_pool_size"})
+CLIENT_OPTIONS = frozenset({"call_timeout", "wait_for_ready", "connect_timeout", "compress"})
 
 
-def _check_options(kind: str, given: dict | None, allowed: frozenset) -> dict:
+def check_options(kind: str, given: dict | None, allowed: frozenset) -> dict:
     given = dict(given or {})
     unknown = sorted(set(given) - allowed)
     if unknown:
@@ -90,9 +90,9 @@ class CourierNode(python.PyClassNode):
                  courier_kwargs: dict | None = None,
                  courier_client_kwargs: dict | None = None, **kwargs):
         super().__init__(cls, *args, **kwargs)
-        self._server_kwargs = _check_options("courier_kwargs", courier_kwargs, _SERVER_OPTIONS)
-        self._client_kwargs = _check_options(
-            "courier_client_kwargs", courier_client_kwargs, _CLIENT_OPTIONS)
+        self._server_kwargs = check_options("courier_kwargs", courier_kwargs, SERVER_OPTIONS)
+        self._client_kwargs = check_options(
+            "courier_client_kwargs", courier_client_kwargs, CLIENT_OPTIONS)
 
     def create_handle(self) -> base.Handle:
         return CourierHandle(self, self._client_kwargs)

@@ -136,6 +136,14 @@ def launch_mp_local(no_leaked_threads, no_leaked_processes, request):
     _stop_all(controllers, failures_expected=True)
 
 
+@pytest.fixture
+def launch_one_mp(no_leaked_threads, no_leaked_processes, request):
+    """As `launch_mp`, under local_mp only: for programs too heavy to run twice."""
+    launch, controllers = _launcher("local_mp", request)
+    yield launch
+    _stop_all(controllers)
+
+
 @pytest.fixture(params=PROCESS_LAUNCH_TYPES)
 def launch_mp(request, no_leaked_threads, no_leaked_processes):
     """As `launch`, under the process launch types only."""

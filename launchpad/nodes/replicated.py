@@ -1,0 +1,303 @@
+"""`ReplicatedNode`: a TensorFlow trainer replicated by `launchpad.replicator`, as program nodes.
+
+Added to a program, it becomes one group of tasks, each a node (a process under local_mp):
+
+    mode="sync",  num_workers=N: label/0 .. label/N-1 are TF "worker" tasks; label/0 is chief
+    mode="async", num_workers=N, num_ps=P: label/0 is the "chief" (the coordinator), then N
+                  "worker" tasks and P "ps" (parameter server) tasks
+
+How a task runs: register a TensorFlow server port with the controller, wait for every other
+task's (naming any that does not come within `startup_timeout_secs`), then build the
+Replicator on the cluster those addresses make. Worker and ps tasks of async training only
+serve TensorFlow. The others build the trainer, `cls(replicator, *args, **kwargs)`, inside
+`replicator.scope()` (handles in the arguments become clients first) and serve its public
+methods with courier, like a CourierNode. With one sync worker there is no cluster: the task
+replicates over its own `devices`, and runs under local_mt too.
+
+Who drives training:
+* the trainer has `run()`: every sync worker runs it (the same steps, in lock-step) and the
+  node is done when the chief's returns; calls through the handle reach the chief only (use
+  them to read, e.g. `get_variables()`);
+* it has none: the handle drives it. In sync training a call to the chief is made on every
+  worker, in the same order everywhere, and the chief's result is returned, so `step()`
+  through the handle runs one replicated step.
+
+Stopping: TensorFlow ignores SIGTERM in its processes, and a sync worker can wait forever in
+a collective whose peer has stopped. So each task hands the trainer the stop as usual (stop
+event, stop handlers) and gives it until the grace period is nearly over to return; then the
+task ends, and with it (as a process) everything TensorFlow started.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import portpicker
+from absl import logging
+
+from launchpad import context
+from launchpad.courier import client as courier_client
+from launchpad.courier import server as courier_server
+from launchpad.nodes import base
+from launchpad.nodes.courier import (
+    CLIENT_OPTIONS,
+    SERVER_OPTIONS,
+    ControllerResolver,
+    CourierHandle,
+    check_options,
+)
+
+_TF_ADDRESS = "tf"  # the name each task registers its TensorFlow server port under
+# Of the grace period, what a stopping task keeps for ending its process after its trainer.
+_EXIT_MARGIN_SECS = 1.0
+
+
+@dataclasses.dataclass
+class _Plan:
+    """What every task of one ReplicatedNode knows: the trainer and the cluster's shape."""
+
+    cls: Callable[..., Any]
+    args: tuple
+    kwargs: dict
+    mode: str
+    roles: list[tuple[str, int]]  # (TF job, task index) of each task, in node order
+    devices: int | Sequence[str] | None
+    startup_timeout_secs: float
+    server_kwargs: dict
+    first_index: int = -1  # the node index of task 0 in the group, set when added
+
+    @property
+    def is_cluster(self) -> bool:
+        return len(self.roles) > 1
+
+
+class ReplicatedNode(base.Node):
+    """A trainer, `cls(replicator, *args, **kwargs)`, replicated over devices and workers.
+
+    Args:
+      cls: the trainer class (or factory). Its first argument is the
+        `launchpad.replicator.Replicator`; it is called inside `replicator.scope()`.
+      num_workers: worker tasks (processes); 1 trains in one process over `devices`.
+      mode: "sync" (all-reduce over every worker's replicas each step) or "async" (a chief
+        schedules steps on the workers; variables live on the parameter servers).
+      devices: devices per worker: None (its GPUs, else its CPU), a count (GPUs, or logical
+        CPU devices with one worker) or device names.
+      num_ps: parameter-server tasks (async only; default 1).
+      startup_timeout_secs: how long a task waits for the others to come up.
+      courier_kwargs, courier_client_kwargs: as for CourierNode.
+
+    The handle reaches the chief's trainer (see the module doc for who drives the steps).
+    """
+
+    def __init__(self, cls: Callable[..., Any], *args, num_workers: int = 1,
+                 mode: str = "sync", devices: int | Sequence[str] | None = None,
+                 num_ps: int | None = None, startup_timeout_secs: float = 120.0,
+                 courier_kwargs: dict | None = None,
+                 courier_client_kwargs: dict | None = None, **kwargs):
+        super().__init__()
+        if not callable(cls):
+            raise TypeError(f"ReplicatedNode needs a trainer class, got {cls!r}")
+        if not isinstance(num_workers, int) or num_workers < 1:
+            raise ValueError(f"num_workers must be an int >= 1, got {num_workers!r}")
+        if mode not in ("sync", "async"):
+            raise ValueError(f"mode must be 'sync' or 'async', got {mode!r}")
+        if mode == "sync" and num_ps:
+            raise ValueError("num_ps is for mode='async': sync training has no parameter "
+                             "servers")
+        num_ps = (1 if num_ps is None else num_ps) if mode == "async" else 0
+        if mode == "async" and (not isinstance(num_ps, int) or num_ps < 1):
+            raise ValueError(f"num_ps must be an int >= 1, got {num_ps!r}")
+        if startup_timeout_secs <= 0:
+            raise ValueError(f"startup_timeout_secs must be positive, got "
+                             f"{startup_timeout_secs}")
+        roles = [("worker", i) for i in range(num_workers)]
+        if mode == "async":
+            roles = [("chief", 0), *roles, *(("ps", i) for i in range(num_ps))]
+        self._plan = _Plan(cls, args, kwargs, mode, roles, devices, startup_timeout_secs,
+                           check_options("courier_kwargs", courier_kwargs, SERVER_OPTIONS))
+        self._client_kwargs = check_options("courier_client_kwargs", courier_client_kwargs,
+                                            CLIENT_OPTIONS)
+        self._tasks = [self] + [_ReplicaTask(self._plan, i) for i in range(1, len(roles))]
+
+    def bind_to_program(self, program: Any, label: str, index: int) -> None:
+        super().bind_to_program(program, label, index)
+        self._plan.first_index = index
+
+    def companion_nodes(self) -> list[base.Node]:
+        return self._tasks[1:]
+
+    def create_handle(self) -> base.Handle:
+        return CourierHandle(self, self._client_kwargs)
+
+    def default_label(self) -> str:
+        return "trainer"
+
+    def needs_own_process(self) -> str | None:
+        return _own_process_reason(self._plan)
+
+    def execute(self) -> None:
+        _run_task(self._plan, 0)
+
+    def __getstate__(self) -> dict:
+        return {**super().__getstate__(), "_tasks": []}  # each task pickles on its own
+
+
+class _ReplicaTask(base.Node):
+    """Task `role_index` (> 0) of a ReplicatedNode: added to the program with it."""
+
+    def __init__(self, plan: _Plan, role_index: int):
+        super().__init__()
+        self._plan = plan
+        self._role_index = role_index
+
+    def create_handle(self) -> base.Handle:
+        return base.UnservedHandle(self)
+
+    def default_label(self) -> str:
+        return "trainer"
+
+    def needs_own_process(self) -> str | None:
+        return _own_process_reason(self._plan)
+
+    def execute(self) -> None:
+        _run_task(self._plan, self._role_index)
+
+
+def _own_process_reason(plan: _Plan) -> str | None:
+    if plan.is_cluster:
+        return ("it is a task of a TensorFlow cluster (a ReplicatedNode with num_workers > 1 or "
+                "mode='async'), and TensorFlow allows one cluster task per process")
+    return None
+
+
+# --- running a task ------------------------------------------------------------------------
+
+
+def _task_name(plan: _Plan, label: str, role_index: int) -> str:
+    task_type, task_index = plan.roles[role_index]
+    return f"{label}/{plan.first_index + role_index} ({task_type} {task_index})"
+
+
+def _cluster_of(plan: _Plan, node: context.NodeContext, role_index: int) -> Any:
+    """Registers this task's TensorFlow port, then waits for every task's."""
+    from launchpad.replicator.cluster import Cluster
+    node.addresses.register(node.label, node.index, _TF_ADDRESS,
+                            f"{node.bind_host}:{portpicker.pick_unused_port()}")
+    deadline = time.monotonic() + plan.startup_timeout_secs
+    jobs: dict[str, list[str]] = {}
+    for other, (task_type, _) in enumerate(plan.roles):
+        try:
+            address = node.addresses.address_of(node.label, plan.first_index + other,
+                                                _TF_ADDRESS,
+                                                max(0.0, deadline - time.monotonic()))
+        except TimeoutError as e:
+            raise TimeoutError(
+                f"Task {_task_name(plan, node.label, other)} of ReplicatedNode "
+                f"{node.label!r} did not come up within {plan.startup_timeout_secs:g} s") from e
+        jobs.setdefault(task_type, []).append(address)
+    task_type, task_index = plan.roles[role_index]
+    return Cluster(jobs, task_type, task_index)
+
+
+def _run_task(plan: _Plan, role_index: int) -> None:
+    node = context.current()
+    from launchpad.replicator import replicator as replicator_lib
+    cluster = _cluster_of(plan, node, role_index) if plan.is_cluster else None
+    if cluster is not None and cluster.mode == "async" and not cluster.is_chief:
+        replicator_lib.serve_task(cluster)  # serves the chief until this process ends
+        node.stop_event.wait()
+        return
+    server = courier_server.Server(None, host=node.bind_host, token=node.token,
+                                   **plan.server_kwargs)
+    node.addresses.register(node.label, node.index, "", server.start())
+    try:
+        replicator = replicator_lib.Replicator(plan.devices, cluster, plan.startup_timeout_secs)
+        with replicator.scope():
+            trainer = plan.cls(replicator, *base.dereference_all(plan.args),
+                               **base.dereference_all(plan.kwargs))
+        runs = callable(getattr(trainer, "run", None))
+        if role_index == 0 and not runs and cluster is not None and cluster.mode == "sync":
+            server.serve(_ReplayOnPeers(trainer, [
+                courier_client.Client(ControllerResolver(node.controller_address, node.token,
+                                                         node.label, plan.first_index + other),
+                                      token=node.token)
+                for other in range(1, len(plan.roles))]))
+        else:
+            server.serve(trainer)
+        if runs:
+            _run_until_stopped(trainer.run, node, _peer_is_gone)
+        else:
+            node.stop_event.wait()
+    finally:
+        server.stop()
+
+
+def _peer_is_gone(error: BaseException) -> bool:
+    """Whether `error` is how a TensorFlow step fails when another task of its cluster ended
+    (its collective or remote call was aborted)."""
+    import tensorflow as tf
+    return isinstance(error, (tf.errors.UnavailableError, tf.errors.AbortedError,
+                              tf.errors.CancelledError))
+
+
+def _run_until_stopped(run: Callable[[], Any], node: context.NodeContext,
+                       expected_at_stop: Callable[[BaseException], bool]) -> None:
+    """Runs `run()`; once the program stops, waits for it only until the grace period is
+    nearly over (a TensorFlow step can block forever on a peer that has stopped), then
+    returns, which ends the task. An error `expected_at_stop` (a peer that stopped first)
+    raised after the stop ends the task quietly; any other error is the node's failure."""
+    done, woken = threading.Event(), threading.Event()
+    raised: list[BaseException] = []
+
+    def target():
+        try:
+            run()
+        except BaseException as e:  # noqa: BLE001 - raised again in the node's thread
+            raised.append(e)
+        finally:
+            done.set()
+            woken.set()
+
+    threading.Thread(target=target, name="lp-trainer-run", daemon=True).start()
+    node.add_stop_handler(woken.set)
+    woken.wait()
+    with contextlib.suppress(ValueError):  # it ran already if the program is stopping
+        node.remove_stop_handler(woken.set)
+    if not done.is_set():
+        budget = max(0.0, node.termination_notice_secs - _EXIT_MARGIN_SECS)
+        if not done.wait(budget):
+            logging.warning("The trainer of %s did not return within %.3g s of the stop; "
+                            "ending the task without it", node.name, budget)
+            return
+    if raised and node.stop_event.is_set() and expected_at_stop(raised[0]):
+        logging.info("The trainer of %s ended at the stop: %s", node.name, raised[0])
+    elif raised:
+        raise raised[0]
+
+
+class _ReplayOnPeers:
+    """The chief's face of a sync trainer that the handle drives: each call runs on every
+    worker (the peers through courier, at once), one call at a time, so every worker makes
+    the same replicated steps in the same order; the chief's result is returned."""
+
+    def __init__(self, trainer: Any, peers: list[courier_client.Client]):
+        self._trainer = trainer
+        self._peers = peers
+        self._lock = threading.Lock()
+        for name in courier_server.public_methods(trainer):
+            if name != "__call__":
+                setattr(self, name, functools.partial(self._replay, name))
+
+    def _replay(self, name: str, *args, **kwargs) -> Any:
+        with self._lock:
+            pending = [getattr(peer.futures, name)(*args, **kwargs) for peer in self._peers]
+            result = getattr(self._trainer, name)(*args, **kwargs)
+            for future in pending:
+                future.result()
+            return result

@@ -1,0 +1,37 @@
+"""TF-Replicator's programming model on `tf.distribute` (imports TensorFlow).
+
+    from launchpad import replicator
+    repl = replicator.Replicator(devices=2)          # one argument picks where it runs
+    with repl.scope():
+        model = ...
+    inputs = iter(repl.distribute_dataset(input_fn))
+    loss = repl.reduce(repl.run(step_fn, inputs), "mean")
+
+Inside `step_fn`: `all_reduce`, `all_gather`, `broadcast`, `replica_id`, `num_replicas`.
+`lp.ReplicatedNode` runs such a trainer as worker (and parameter-server) nodes of a program.
+"""
+
+from launchpad.replicator.cluster import ASYNC, SYNC, Cluster
+from launchpad.replicator.collectives import (
+    all_gather,
+    all_reduce,
+    broadcast,
+    num_replicas,
+    replica_id,
+)
+from launchpad.replicator.replicator import (
+    ASYNC_PARAMETER_SERVERS,
+    LOCAL_DEVICES,
+    ONE_DEVICE,
+    SYNC_WORKERS,
+    DistributedInput,
+    InputIterator,
+    Replicator,
+    serve_task,
+)
+
+__all__ = [
+    "Replicator", "Cluster", "DistributedInput", "InputIterator", "serve_task",
+    "all_reduce", "all_gather", "broadcast", "replica_id", "num_replicas",
+    "SYNC", "ASYNC", "ONE_DEVICE", "LOCAL_DEVICES", "SYNC_WORKERS", "ASYNC_PARAMETER_SERVERS",
+]

@@ -1,0 +1,259 @@
+"""`Replicator`: TF-Replicator's programming model on `tf.distribute`.
+
+The same model code runs on one device, on many devices of one machine, on many synchronous
+workers, or asynchronously with parameter servers; which one is the constructor's arguments::
+
+    replicator = Replicator(devices=2)                  # or a Cluster: many workers
+    with replicator.scope():
+        model, optimizer = make_model(), make_optimizer()
+    inputs = iter(replicator.distribute_dataset(input_fn))
+
+    def step_fn(batch):                                 # runs once per replica
+        ...                                             # all_reduce(...) etc. work here
+        return loss
+
+    loss = replicator.reduce(replicator.run(step_fn, inputs), "mean")
+
+Behind it: OneDeviceStrategy, MirroredStrategy (many local devices: GPUs, or logical CPU
+devices where there are none), MultiWorkerMirroredStrategy (a sync Cluster) or
+ParameterServerStrategy with a ClusterCoordinator (an async Cluster, on its chief). `run`
+compiles the step with `tf.function` once per step function; called inside a `tf.function`
+of the user's, it adds the step to that graph instead.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import tensorflow as tf
+
+from launchpad.replicator.cluster import ASYNC, Cluster
+from launchpad.replicator.collectives import reduce_op
+
+ONE_DEVICE = "one_device"
+LOCAL_DEVICES = "local_devices"
+SYNC_WORKERS = "sync_workers"
+ASYNC_PARAMETER_SERVERS = "async_parameter_servers"
+
+
+class InputIterator:
+    """An iterator of `Replicator.distribute_dataset`'s input: pass it to `run`, which takes
+    the next per-replica batch from it inside the compiled step (on the worker the step runs
+    on, in asynchronous training)."""
+
+    def __init__(self, iterator: Any):
+        self.iterator = iterator
+
+    def __iter__(self) -> InputIterator:
+        return self
+
+    def __next__(self) -> Any:
+        return next(self.iterator)
+
+
+class DistributedInput:
+    """A dataset split across the replicas; `iter()` gives an InputIterator."""
+
+    def __init__(self, dataset: Any):
+        self.dataset = dataset
+
+    def __iter__(self) -> InputIterator:
+        return InputIterator(iter(self.dataset))
+
+
+def use_logical_cpus(count: int) -> list[str]:
+    """Splits the CPU into `count` logical devices (for running replicas without GPUs) and
+    returns their names. Must happen before TensorFlow initialises its devices in this
+    process, unless it already has that many."""
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    try:
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(count)])
+    except RuntimeError:  # devices are initialised already: fine if there are enough
+        pass
+    names = [device.name for device in tf.config.list_logical_devices("CPU")]
+    if len(names) < count:
+        raise RuntimeError(
+            f"{count} CPU replicas need {count} logical CPU devices, but TensorFlow in this "
+            f"process was initialised with {len(names)}: create the Replicator before running "
+            "any TensorFlow operation")
+    return names[:count]
+
+
+def local_devices(devices: int | Sequence[str] | None) -> list[str]:
+    """The device names `devices` means on this machine: None is every GPU (else the CPU), an
+    int that many GPUs (logical CPU devices where there are no GPUs), a list itself."""
+    # Physical devices: listing logical ones would initialise TensorFlow's devices, after
+    # which the CPU can no longer be split into logical devices.
+    gpus = [f"/gpu:{i}" for i in range(len(tf.config.list_physical_devices("GPU")))]
+    if devices is None:
+        return gpus or ["/cpu:0"]
+    if isinstance(devices, int) and not isinstance(devices, bool):
+        if devices < 1:
+            raise ValueError(f"devices must be at least 1, got {devices}")
+        if not gpus:
+            return ["/cpu:0"] if devices == 1 else use_logical_cpus(devices)
+        if devices > len(gpus):
+            raise ValueError(f"devices={devices}, but this machine has {len(gpus)} GPU(s)")
+        return gpus[:devices]
+    if isinstance(devices, Sequence) and not isinstance(devices, str) and devices and all(
+            isinstance(d, str) for d in devices):
+        return list(devices)
+    raise TypeError(f"devices must be None, an int or a list of device names, got {devices!r}")
+
+
+def _mirrored(devices: list[str]) -> tf.distribute.MirroredStrategy:
+    """MirroredStrategy over `devices`. Over CPU devices it reduces on one device: its default,
+    collective ops, numbers its collectives per strategy, so two strategies in one process
+    (two replicators, or a replicator and a test's reference) mix up each other's
+    collectives ("Shape mismatch in the collective instance")."""
+    on_cpus = all("CPU" in tf.DeviceSpec.from_string(d).device_type.upper() for d in devices)
+    return tf.distribute.MirroredStrategy(
+        devices, cross_device_ops=tf.distribute.ReductionToOneDevice() if on_cpus else None)
+
+
+def _create_bounded(create: Callable[[], Any], timeout_secs: float, what: str) -> Any:
+    """`create()` in a thread, waited for at most `timeout_secs`: creating a multi-worker
+    strategy blocks until every task of the cluster answers, forever if one never does."""
+    result: concurrent.futures.Future = concurrent.futures.Future()
+
+    def attempt():
+        try:
+            result.set_result(create())
+        except BaseException as e:  # noqa: BLE001 - handed to the waiting thread
+            result.set_exception(e)
+
+    threading.Thread(target=attempt, name="lp-replicator-start", daemon=True).start()
+    try:
+        return result.result(timeout=timeout_secs)
+    except concurrent.futures.TimeoutError:
+        raise TimeoutError(f"{what} did not come up within {timeout_secs:g} s: a task of the "
+                           "cluster is not running (it failed, or is still starting)") from None
+
+
+class Replicator:
+    """Runs a step function once per replica and combines the results.
+
+    Args:
+      devices: the devices of this process to replicate over: None (every GPU, else the
+        CPU), a count (GPUs, or logical CPU devices where there are none) or device names.
+      cluster: the TensorFlow cluster for multi-worker training (see `Cluster`); None trains
+        in this process alone. A sync cluster replicates over every worker (each uses its
+        GPUs, else its CPU); an async one makes this process (the chief) the coordinator that
+        schedules steps on the workers, with variables on the parameter servers.
+      startup_timeout_secs: how long creating a multi-worker strategy may wait for the other
+        tasks of the cluster.
+    """
+
+    def __init__(self, devices: int | Sequence[str] | None = None,
+                 cluster: Cluster | None = None, startup_timeout_secs: float = 120.0):
+        self._coordinator = None
+        self.cluster = cluster
+        if cluster is None:
+            names = local_devices(devices)
+            self.kind = ONE_DEVICE if len(names) == 1 else LOCAL_DEVICES
+            self.strategy = (tf.distribute.OneDeviceStrategy(names[0]) if len(names) == 1
+                             else _mirrored(names))
+        elif not cluster.is_chief and cluster.mode == ASYNC:
+            raise ValueError(f"Task {cluster.task_type}:{cluster.task_index} of an async "
+                             "cluster runs no replicator (only the chief does): use serve_task")
+        else:
+            if devices not in (None, 1) and not tf.config.list_physical_devices("GPU"):
+                raise ValueError("Multi-worker replicas on CPU use one device per worker; "
+                                 f"devices={devices!r} needs GPUs")
+            if cluster.mode == ASYNC:
+                self.kind = ASYNC_PARAMETER_SERVERS
+                self.strategy = _create_bounded(
+                    lambda: tf.distribute.experimental.ParameterServerStrategy(
+                        cluster.resolver()), startup_timeout_secs, "The parameter servers")
+                self._coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(
+                    self.strategy)
+            else:
+                self.kind = SYNC_WORKERS
+                self.strategy = _create_bounded(
+                    lambda: tf.distribute.MultiWorkerMirroredStrategy(
+                        cluster_resolver=cluster.resolver()),
+                    startup_timeout_secs, "The synchronous workers' collective group")
+        self._step_functions: dict[tuple, Callable] = {}
+
+    @property
+    def num_replicas(self) -> int:
+        """Replicas per step: devices over all synchronous workers (1 per async step)."""
+        return 1 if self._coordinator is not None else self.strategy.num_replicas_in_sync
+
+    @property
+    def is_chief(self) -> bool:
+        """Whether this process is the one that should save, log and serve results."""
+        return self.cluster is None or self.cluster.is_chief
+
+    def scope(self):
+        """Build the model, its variables and the optimizer inside this context."""
+        return self.strategy.scope()
+
+    def distribute_dataset(self, input_fn: Callable[[tf.distribute.InputContext], Any]
+                           ) -> DistributedInput:
+        """The input, split across replicas: `input_fn(input_context)` returns this input
+        pipeline's `tf.data.Dataset`, batched per replica
+        (`input_context.get_per_replica_batch_size(global_batch)`) and sharded by
+        `input_context.input_pipeline_id` if the pipelines must see different data."""
+        if self._coordinator is not None:
+            return DistributedInput(self._coordinator.create_per_worker_dataset(
+                lambda: self.strategy.distribute_datasets_from_function(input_fn)))
+        return DistributedInput(self.strategy.distribute_datasets_from_function(input_fn))
+
+    def run(self, step_fn: Callable[..., Any], *args, **kwargs) -> Any:
+        """Runs `step_fn(*args, **kwargs)` once per replica; InputIterator arguments are
+        replaced by their next per-replica batch. Returns the per-replica results (sync), or
+        a `RemoteValue` of the scheduled step (async: the step runs on some worker while this
+        returns at once; `reduce` or `join` waits for it)."""
+        is_input = tuple(isinstance(arg, InputIterator) for arg in args)
+        raw = tuple(arg.iterator if taken else arg for arg, taken in zip(args, is_input,
+                                                                         strict=True))
+
+        def replicated(*raw_args, **raw_kwargs):
+            inputs = tuple(next(arg) if taken else arg
+                           for arg, taken in zip(raw_args, is_input, strict=True))
+            return self.strategy.run(step_fn, args=inputs, kwargs=raw_kwargs)
+
+        if tf.inside_function():  # the caller's own tf.function: become part of it
+            return replicated(*raw, **kwargs)
+        key = (step_fn, is_input)
+        compiled = self._step_functions.get(key)
+        if compiled is None:
+            compiled = self._step_functions[key] = tf.function(replicated)
+        if self._coordinator is not None:
+            return self._coordinator.schedule(compiled, args=raw, kwargs=kwargs)
+        return compiled(*raw, **kwargs)
+
+    def reduce(self, values: Any, op: str = "mean", axis: int | None = None) -> Any:
+        """Combines per-replica `values` (from `run`) into one: "sum" or "mean" over replicas
+        (and over `axis` of each, if given). An async step's RemoteValue is waited for."""
+        op_value = reduce_op(op)
+        if self._coordinator is not None:
+            fetched = values.fetch() if hasattr(values, "fetch") else values
+            if axis is None:
+                return tf.nest.map_structure(tf.convert_to_tensor, fetched)
+            reducer = tf.reduce_sum if op == "sum" else tf.reduce_mean
+            return tf.nest.map_structure(lambda v: reducer(v, axis=axis), fetched)
+        return self.strategy.reduce(op_value, values, axis=axis)
+
+    def join(self) -> None:
+        """Waits for every scheduled step (async); sync steps are done when `run` returns."""
+        if self._coordinator is not None:
+            self._coordinator.join()
+
+    def __repr__(self) -> str:
+        return f"<Replicator {self.kind}, {self.num_replicas} replica(s) per step>"
+
+
+def serve_task(cluster: Cluster) -> tf.distribute.Server:
+    """Starts the TensorFlow server of a worker or parameter-server task of an async cluster
+    (it serves the chief until the process ends)."""
+    if cluster.mode != ASYNC or cluster.is_chief:
+        raise ValueError(f"serve_task is for the workers and ps of an async cluster, not "
+                         f"{cluster.task_type}:{cluster.task_index} of a {cluster.mode} one")
+    return tf.distribute.Server(cluster.cluster_spec(), job_name=cluster.task_type,
+                                task_index=cluster.task_index, protocol="grpc", start=True)
