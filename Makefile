@@ -49,6 +49,7 @@ bench: $(VENV)/.installed
 	$(VENV)/bin/python -m benchmarks.courier_rpc
 	$(VENV)/bin/python -m benchmarks.launch
 	$(VENV)/bin/python -m benchmarks.reverb_node
+	$(VENV)/bin/python -m benchmarks.replicator
 
 clean:
 	rm -rf $(VENV) $(VENV313) *.egg-info
