@@ -12,7 +12,9 @@ Replicator on the cluster those addresses make. Worker and ps tasks of async tra
 serve TensorFlow. The others build the trainer, `cls(replicator, *args, **kwargs)`, inside
 `replicator.scope()` (handles in the arguments become clients first) and serve its public
 methods with courier, like a CourierNode. With one sync worker there is no cluster: the task
-replicates over its own `devices`, and runs under local_mt too.
+replicates over its own `devices`, and runs under local_mt too. (TensorFlow's cluster servers
+listen on every interface and know nothing of the launch's token: TensorFlow has no setting
+for either. The trainer's courier server binds and checks as every node's does.)
 
 Who drives training:
 * the trainer has `run()`: every sync worker runs it (the same steps, in lock-step) and the
