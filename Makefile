@@ -1,4 +1,4 @@
-# make demo: set up everything and run the main example (a distributed program, launched locally).
+# make demo: set up everything and run the main example (a distributed agent, launched locally).
 # make test: set up everything and run the whole test suite (and the core suite on Python 3.13).
 
 PYENV_ROOT ?= $(shell pyenv root 2>/dev/null || echo $(HOME)/.pyenv)
@@ -32,7 +32,7 @@ $(VENV313)/.installed: pyproject.toml
 	touch $@
 
 demo: $(VENV)/.installed
-	$(VENV)/bin/python -m examples.consumer_producers.launch --lp_launch_type=local_mp
+	$(VENV)/bin/python -m examples.agent.launch --lp_launch_type=local_mp
 
 test: system-packages $(VENV)/.installed
 	$(VENV)/bin/ruff check launchpad tests examples benchmarks

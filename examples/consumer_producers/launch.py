@@ -1,4 +1,4 @@
-"""Consumer and producers: the program of DESIGN.md section 1 (and of `make demo`).
+"""Consumer and producers: the program of DESIGN.md section 1.
 
 N `producer` nodes each serve `work(x) -> x * x`. The `consumer` node gets their handles as a
 list of clients; its `run()` sends `work(i)` to producer i through `client.futures`, so all N

@@ -52,6 +52,12 @@ CASES = [
                  id="replay", marks=pytest.mark.skipif(
                      importlib.util.find_spec("reverb") is None,
                      reason="the Reverb stack is installed in the main venv only")),
+    pytest.param("agent", [],
+                 ["learner: after 300 steps the greedy policy ", "actor 0: ", "actor 1: ",
+                  "Program stopped cleanly."],
+                 id="agent", marks=pytest.mark.skipif(
+                     importlib.util.find_spec("reverb") is None,
+                     reason="the Reverb stack is installed in the main venv only")),
 ]
 
 
