@@ -35,6 +35,7 @@ _STEPS_PER_CALL = flags.DEFINE_integer("steps_per_call", 10, "Steps per train() 
 _GLOBAL_BATCH = flags.DEFINE_integer("global_batch", 32, "Images per step, over all replicas.")
 _WIDTH = flags.DEFINE_integer("width", 8, "ResNet-50's first-stage width (64: the original).")
 _IMAGE_SIZE = flags.DEFINE_integer("image_size", 32, "Image height and width.")
+_LEARNING_RATE = flags.DEFINE_float("learning_rate", 0.03, "SGD's learning rate (momentum 0.9).")
 
 def drive(trainer, steps: int, steps_per_call: int) -> None:
     """The driver: trains through the handle, prints the loss, then stops the program."""
@@ -56,10 +57,12 @@ def drive(trainer, steps: int, steps_per_call: int) -> None:
 
 def make_program(devices: int = 1, num_workers: int = 1, mode: str = "sync", num_ps: int = 1,
                  steps: int = 30, steps_per_call: int = 10, global_batch: int = 32,
-                 width: int = 8, image_size: int = 32) -> lp.Program:
+                 width: int = 8, image_size: int = 32, learning_rate: float = 0.03
+                 ) -> lp.Program:
     program = lp.Program("resnet")
     trainer = program.add_node(lp.ReplicatedNode(
         ResNetTrainer, global_batch=global_batch, image_size=image_size, width=width,
+        learning_rate=learning_rate,
         num_workers=num_workers, mode=mode, devices=devices,
         num_ps=num_ps if mode == "async" else None,
         courier_client_kwargs={"call_timeout": 600}), label="trainer")
@@ -72,7 +75,8 @@ def main(argv: list[str]) -> None:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
     controller = lp.launch(make_program(
         _DEVICES.value, _NUM_WORKERS.value, _MODE.value, _NUM_PS.value, _STEPS.value,
-        _STEPS_PER_CALL.value, _GLOBAL_BATCH.value, _WIDTH.value, _IMAGE_SIZE.value))
+        _STEPS_PER_CALL.value, _GLOBAL_BATCH.value, _WIDTH.value, _IMAGE_SIZE.value,
+        _LEARNING_RATE.value))
     controller.wait()
     print("Program stopped cleanly.", flush=True)
 
