@@ -6,6 +6,8 @@ was killed) or it receives SIGTERM.
 
 One generic unary-unary method passes raw bytes both ways (no (de)serializers) and returns the
 request unchanged: the cheapest call grpcio in Python can make, so the measured cost is gRPC's own.
+It runs with the allocator setting courier's processes use (launchpad/courier/allocator.py), so
+that large payloads compare the two protocols, not two malloc configurations.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import concurrent.futures
 import sys
 
 import grpc
+
+from launchpad.courier import allocator
 
 SERVICE = "bench.Echo"
 METHOD = "Echo"
@@ -28,6 +32,7 @@ def _echo(request: bytes, context: grpc.ServicerContext) -> bytes:
 
 def start_server(host: str = "127.0.0.1") -> tuple[grpc.Server, int]:
     """Starts the echo server on a free port; returns it and the port."""
+    allocator.retain_freed_memory()
     handler = grpc.method_handlers_generic_handler(
         SERVICE, {METHOD: grpc.unary_unary_rpc_method_handler(_echo)})
     server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=16),

@@ -108,17 +108,12 @@ class Client:
         return self.call("__call__", *args, **kwargs)
 
     def call(self, method: str, /, *args, **kwargs) -> Any:
-        """Calls `method` on the server and waits for its result."""
-        future = self._start(method, args, kwargs)
-        if self._call_timeout is None:
-            return future.result()
-        # Waiting on the future (not catching TimeoutError from result()) keeps a call that
-        # failed with a TimeoutError of its own apart from this call's deadline passing.
-        if not concurrent.futures.wait([future], timeout=self._call_timeout).done:
-            error = self._timed_out(method)
-            settle(future, exception=error)  # a late reply is dropped
-            raise error
-        return future.result()
+        """Calls `method` on the server and waits for its result.
+
+        The call is made on this thread (no hand-off to another one) once the client is
+        connected; with a `call_timeout`, it fails with `CallTimeoutError` when that expires.
+        """
+        return self._start(method, args, kwargs, drive=True).result()
 
     def submit(self, method: str, /, *args, **kwargs) -> concurrent.futures.Future:
         """Starts a call of `method` and returns its future at once.
@@ -126,12 +121,10 @@ class Client:
         With a `call_timeout`, the future fails with `CallTimeoutError` when it expires.
         `future.cancel()` works until the reply arrives (the server still runs the call).
         """
-        future = self._start(method, args, kwargs)
+        future = self._start(method, args, kwargs, drive=False)
         # A client nobody holds closes its connection: a future holds its client, so that
         # `handle.dereference().futures.m()` gets its reply.
         future.courier_client = self
-        if self._call_timeout is not None:
-            self._deadlines.watch(future, self._call_timeout, lambda: self._timed_out(method))
         return future
 
     def close(self) -> None:
@@ -139,14 +132,17 @@ class Client:
         self._slot.close(f"the client of {self.address} was closed")
         self._deadlines.close()
 
-    def _start(self, method: str, args: tuple, kwargs: dict) -> concurrent.futures.Future:
+    def _start(self, method: str, args: tuple, kwargs: dict,
+               drive: bool) -> concurrent.futures.Future:
         parts = serialization.dumps_call_arguments(method, args, kwargs)
         future: concurrent.futures.Future = concurrent.futures.Future()
+        if self._call_timeout is not None:  # armed first: a driven call returns when done
+            self._deadlines.watch(future, self._call_timeout, lambda: self._timed_out(method))
         # A connection that broke between get and send is replaced once; if the new one
         # broke as well (the server is gone, or its node ended), that is the call's error.
         for _ in range(2):
             connection = self._slot.get(self._open_connection)
-            if connection.send(method, parts, future):
+            if connection.send(method, parts, future, drive=drive):
                 return future
         settle(future, exception=connection.error)
         return future
@@ -212,7 +208,15 @@ class _ConnectionSlot:
 
 
 class _DeadlineWatcher:
-    """Fails futures that outlive their call_timeout; one thread per client, started lazily."""
+    """Fails futures that outlive their call_timeout.
+
+    One thread per client runs while calls are in flight; it wakes for the earliest deadline,
+    not for every call, and at least once a second to drop calls that have finished, and it
+    ends when none is left. Futures are held weakly: a blocking call's future (and its
+    result) is freed when the call returns, long before its deadline would have come up.
+    """
+
+    _TIDY_SECS = 1.0
 
     def __init__(self):
         self._heap: list = []
@@ -222,16 +226,17 @@ class _DeadlineWatcher:
         self._order = itertools.count()
 
     def watch(self, future, seconds: float, make_error: Callable[[], Exception]) -> None:
-        deadline = time.monotonic() + seconds
+        entry = (time.monotonic() + seconds, next(self._order), weakref.ref(future), make_error)
         with self._condition:
             if self._closed:
                 return
-            heapq.heappush(self._heap, (deadline, next(self._order), future, make_error))
+            heapq.heappush(self._heap, entry)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="courier-deadlines",
                                                 daemon=True)
                 self._thread.start()
-            self._condition.notify()
+            elif self._heap[0] is entry:  # the thread sleeps until a later deadline
+                self._condition.notify()
 
     def close(self) -> None:
         with self._condition:
@@ -241,16 +246,23 @@ class _DeadlineWatcher:
     def _run(self) -> None:
         with self._condition:
             while not self._closed:
-                while self._heap and self._heap[0][2].done():
-                    heapq.heappop(self._heap)
-                if not self._heap:
-                    self._condition.wait()
+                heap = self._heap
+                while heap and _finished(heap[0][2]):
+                    heapq.heappop(heap)
+                if heap and heap[0][0] <= time.monotonic():
+                    _, _, future_ref, make_error = heapq.heappop(heap)
+                    future = future_ref()
+                    if future is not None:
+                        settle(future, exception=make_error())
                     continue
-                deadline, _, future, make_error = self._heap[0]
-                remaining = deadline - time.monotonic()
-                if remaining > 0:
-                    self._condition.wait(remaining)
-                    continue
-                heapq.heappop(self._heap)
-                settle(future, exception=make_error())
+                self._heap = heap = [e for e in heap if not _finished(e[2])]
+                heapq.heapify(heap)
+                if not heap:
+                    break
+                self._condition.wait(min(heap[0][0] - time.monotonic(), self._TIDY_SECS))
+            self._thread = None
 
+
+def _finished(future_ref: weakref.ref) -> bool:
+    future = future_ref()
+    return future is None or future.done()

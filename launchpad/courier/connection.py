@@ -1,23 +1,29 @@
 """A client's connection to one courier server: one gRPC channel and a pool of streams.
 
 A connection thread resolves the address and waits (bounded) for the server; calls made
-meanwhile wait and then travel together. A call is sent on a stream only when the stream is
-idle, or filling (its message not yet handed to gRPC), never while calls sent on it before are
-unanswered: that is what lets the server run each call on the stream's own thread (see
-server.py). Concurrent calls therefore open more streams; calls made together share one
-message. Each stream has a reader thread that sets its calls' futures. When a stream fails,
-the connection is `broken`: its calls fail, and the client opens a new connection (resolving
-the address again) for later calls.
+meanwhile wait and then travel together. Once connected, a call goes one of two ways:
+
+* driven (a blocking call): the calling thread takes an idle stream, sends its call and
+  waits for the reply itself, which costs no thread hand-off at all;
+* queued (a future): the call joins the stream that is filling, whose own thread sends every
+  call queued by the time it wakes as one message and sets their futures as replies come.
+
+A call is sent on a stream only when every call sent on it before is answered: that is what
+lets the server run each call on the stream's own thread (see server.py). Concurrent calls
+therefore use more streams. When a stream fails the connection is `broken`: its calls fail,
+and the client opens a new connection (resolving the address again) for later calls. A
+stream nobody watched since its last call may have died with its server; the channel's state
+tells, and such a connection is replaced before the call is sent.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import enum
 import itertools
 import queue
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import grpc
@@ -27,6 +33,17 @@ from launchpad.courier.serialization import Kind
 
 # While a resolved address does not answer, it is resolved again this often.
 _RESOLVE_AGAIN_SECS = 0.5
+# A stream thread with nothing to send checks this often that its server is still there, so
+# that a connection whose server went away ends (and its threads with it) by itself.
+_CHECK_IDLE_SECS = 1.0
+
+
+class _After(enum.Enum):
+    """What a stream's driver does after a reply was delivered."""
+
+    RECEIVE = 1  # calls on the stream are still unanswered
+    LEAVE = 2  # the stream is idle again, and may already be driven by another thread
+    FINISH = 3  # the connection closed meanwhile: the driver ends the stream
 
 
 class Connection:
@@ -51,8 +68,13 @@ class Connection:
         self._streams: set[_Stream] = set()
         threading.Thread(target=self._connect, name="courier-connect", daemon=True).start()
 
-    def send(self, method: str, parts: list, future: concurrent.futures.Future) -> bool:
-        """Sends a call; False if the connection broke meanwhile (the caller retries)."""
+    def send(self, method: str, parts: list, future: concurrent.futures.Future, *,
+             drive: bool = False) -> bool:
+        """Sends a call; False if the connection broke meanwhile (the caller retries).
+
+        With `drive`, a connected connection makes the call on this thread, and the future is
+        settled when this returns; otherwise the call is queued (see the module doc).
+        """
         call_id = next(self._ids)
         frame = serialization.encode_frame(Kind.CALL, call_id, method, parts)
         with self._lock:
@@ -61,27 +83,53 @@ class Connection:
             if self._early is not None:
                 self._early.append((call_id, frame, future))
                 return True
-            stream = self._filling
-            if stream is None:
-                stream = self._idle.pop() if self._idle else self._open_stream()
+            if not self._usable():
+                stream = None
+            elif drive:
+                stream = self._idle.pop() if self._idle else self._new_stream()
+            else:
+                stream = self._filling or (self._idle.pop() if self._idle else self._new_stream())
                 self._filling = stream
-            stream.pending[call_id] = future
-        stream.outbox.put(frame)
+                stream.start_thread(self._serve_queue)
+            if stream is not None:
+                stream.pending[call_id] = future
+        if stream is None:
+            self.close(self._went_away())
+            return False
+        if drive:
+            self._drive(stream, call_id, b"".join(frame), future)
+        else:
+            stream.outbox.put(frame)
         return True
 
     def close(self, error: Exception) -> None:
+        """Fails every call not yet answered with `error` and ends the streams and channel."""
         with self._lock:
-            if not self.broken:
-                self.error = error
+            if self.broken:
+                return
+            self.error = error
             self.broken = True
             early, self._early = self._early or [], None
+            idle, self._idle = self._idle, []
+            self._filling = None
             streams = list(self._streams)
+            pending = [future for stream in streams for future in stream.pending.values()]
+            for stream in streams:
+                stream.pending = {}
         for _, _, future in early:
             settle(future, exception=error)
+        for future in pending:
+            settle(future, exception=error)
         for stream in streams:
-            stream.close(error)
+            stream.outbox.put(None)  # ends its thread, if it has one
+            if stream in idle:
+                stream.transport.finish()  # nobody drives an idle stream: this thread ends it
+            else:
+                stream.transport.cancel()  # its driver sees the break and ends it
         if self._channel is not None:
             self._channel.close()
+
+    # ------------------------------------------------------------------ connecting
 
     def _connect(self) -> None:
         try:
@@ -91,11 +139,15 @@ class Connection:
             return
         with self._lock:
             early, self._early = self._early, None
-            if self.broken or not early:
+            if self.broken:
+                self._channel.close()  # close() came before the channel existed
                 return
-            stream = self._open_stream()  # the early calls travel together
+            if not early:
+                return
+            stream = self._new_stream()  # the early calls travel together
             for call_id, _, future in early:
                 stream.pending[call_id] = future
+            stream.start_thread(self._serve_queue)
         stream.outbox.put([chunk for _, frame, _ in early for chunk in frame])
 
     def _open_channel(self) -> grpc.Channel:
@@ -134,83 +186,112 @@ class Connection:
             if channel is not None:
                 channel.close()
 
-    def _open_stream(self) -> "_Stream":
-        stream = _Stream(self)
+    # ------------------------------------------------------------------ streams
+
+    def _usable(self) -> bool:
+        """Whether streams nobody watched are still alive (lock held); see the module doc.
+        Without wait_for_ready the channel may not have connected yet: its streams fail fast
+        by themselves."""
+        return not self._wait_for_ready or transport.channel_is_ready(self._channel)
+
+    def _went_away(self) -> errors.ServerUnavailableError:
+        return errors.ServerUnavailableError(f"Courier server at {self.address} went away")
+
+    def _new_stream(self) -> "_Stream":
+        stream = _Stream(transport.Stream(self._channel, self._token))
         self._streams.add(stream)
-        stream.start(transport.open_stream(self._channel, stream.requests(), self._token))
         return stream
 
-    def sealed(self, stream: "_Stream") -> None:
-        """The stream's message went to gRPC: later calls must go elsewhere (lock held)."""
-        if self._filling is stream:
-            self._filling = None
+    def _drive(self, stream: "_Stream", call_id: int, message: bytes,
+               future: concurrent.futures.Future) -> None:
+        """Makes one call on this thread (see the module doc)."""
+        # If the future is settled meanwhile by someone else (its deadline passed, or the
+        # connection closed), the stream is abandoned so that this thread stops waiting.
+        future.add_done_callback(lambda _: self._abandon_if_waiting(stream, call_id))
+        try:
+            self._exchange(stream, message)
+        except BaseException as e:  # e.g. KeyboardInterrupt while waiting: the stream is lost
+            with self._lock:
+                self._streams.discard(stream)
+                stream.pending = {}
+            settle(future, exception=errors.ServerUnavailableError(
+                f"Call to {self.address} was interrupted: {type(e).__name__}"))
+            raise
 
-    def answered(self, stream: "_Stream") -> None:
-        """Every call sent on the stream is answered: it can take calls again (lock held)."""
-        if not self.broken:
-            self._idle.append(stream)
+    def _abandon_if_waiting(self, stream: "_Stream", call_id: int) -> None:
+        with self._lock:
+            if call_id not in stream.pending:
+                return
+            del stream.pending[call_id]
+            stream.abandoned = True
+        stream.transport.cancel()
 
-    def stream_failed(self, stream: "_Stream", error: Exception) -> None:
-        self.close(error)
-
-
-class _Stream:
-    """One gRPC stream of a connection: a queue of outgoing frames, a reader of replies."""
-
-    def __init__(self, connection: Connection):
-        self.outbox: queue.SimpleQueue = queue.SimpleQueue()
-        self.pending: dict[int, concurrent.futures.Future] = {}
-        self._connection = connection
-        self._lock = connection._lock
-        self._responses = None
-
-    def start(self, responses) -> None:
-        self._responses = responses
-        threading.Thread(target=self._read, name="courier-client", daemon=True).start()
-
-    def requests(self) -> Iterator[bytes]:
-        """Yields one message per wake-up: every frame queued by then (the stream's calls)."""
+    def _serve_queue(self, stream: "_Stream") -> None:
+        """A stream's thread: sends the calls queued on it, as one message, and waits for
+        their replies; then waits for the next calls."""
         while True:
-            chunks = self.outbox.get()
+            try:
+                chunks = stream.outbox.get(timeout=_CHECK_IDLE_SECS)
+            except queue.Empty:
+                # The thread has sent before, so the channel was ready: now it is not, its
+                # connection is gone.
+                if not transport.channel_is_ready(self._channel):
+                    self.close(self._went_away())
+                    return
+                continue
             if chunks is None:
                 return
             with self._lock:
-                while not self.outbox.empty():
-                    more = self.outbox.get()
+                while not stream.outbox.empty():
+                    more = stream.outbox.get()
                     if more is None:
                         return
                     chunks = chunks + more
-                self._connection.sealed(self)
-            yield b"".join(chunks)
+                if self._filling is stream:  # later calls must go elsewhere
+                    self._filling = None
+            if not self._exchange(stream, b"".join(chunks)):
+                return
 
-    def close(self, error: Exception) -> None:
-        with self._lock:
-            pending, self.pending = self.pending, {}
-        for future in pending.values():
-            settle(future, exception=error)
-        self.outbox.put(None)
-        if self._responses is not None:
-            self._responses.cancel()
-
-    def _read(self) -> None:
-        address = self._connection.address
+    def _exchange(self, stream: "_Stream", message: bytes) -> bool:
+        """Sends a message on the stream and delivers the replies to its calls. True when the
+        stream is idle again; False when it ended."""
         try:
-            for message in self._responses:
-                self._deliver(message)
-            error: Exception = errors.ServerUnavailableError(
-                f"Courier server at {address} closed the connection")
-        except grpc.RpcError as e:
-            error = transport.error_for_broken_stream(e, address)
+            reply = stream.transport.exchange(message)
+            while True:
+                after = self._deliver(stream, reply)
+                if after is _After.LEAVE:
+                    return True
+                if after is _After.FINISH:
+                    stream.transport.finish()
+                    return False
+                reply = stream.transport.receive()
+        except transport.StreamBroken as e:
+            self._stream_broke(stream, transport.error_for_broken_stream(e, self.address))
         except Exception as e:  # noqa: BLE001 - a malformed reply: fail, do not hang
-            error = e
-        self._connection.stream_failed(self, error)
+            stream.transport.finish()
+            self._stream_broke(stream, e)
+        return False
 
-    def _deliver(self, message: bytes) -> None:
+    def _stream_broke(self, stream: "_Stream", error: Exception) -> None:
+        with self._lock:
+            abandoned = stream.abandoned and not stream.pending
+        if not abandoned:  # a real failure, not a call given up by its caller
+            self.close(error)
+        with self._lock:
+            self._streams.discard(stream)
+
+    def _deliver(self, stream: "_Stream", message: bytes) -> _After:
         frames = serialization.decode_message(message)
         with self._lock:
-            futures = [self.pending.pop(frame.call_id, None) for frame in frames]
-            if not self.pending:
-                self._connection.answered(self)
+            futures = [stream.pending.pop(frame.call_id, None) for frame in frames]
+            if stream.pending:
+                after = _After.RECEIVE
+            elif self.broken or stream.abandoned:
+                after = _After.FINISH
+                self._streams.discard(stream)
+            else:
+                after = _After.LEAVE
+                self._idle.append(stream)
         for frame, future in zip(frames, futures, strict=True):
             if future is None or future.done():
                 continue  # cancelled or timed out by the caller meanwhile
@@ -221,8 +302,28 @@ class _Stream:
                     settle(future, exception=serialization.load_exception(frame))
             except Exception as e:  # noqa: BLE001 - e.g. the result's class is unknown here
                 settle(future, exception=errors.SerializationError(
-                    f"Cannot unpickle a reply from {self._connection.address}: "
-                    f"{type(e).__name__}: {e}"))
+                    f"Cannot unpickle a reply from {self.address}: {type(e).__name__}: {e}"))
+        return after
+
+
+class _Stream:
+    """A transport stream, the calls sent on it and not yet answered, and, for queued
+    calls, the frames waiting to be sent and the thread that sends them."""
+
+    __slots__ = ("transport", "pending", "outbox", "abandoned", "_thread")
+
+    def __init__(self, stream: transport.Stream):
+        self.transport = stream
+        self.pending: dict[int, concurrent.futures.Future] = {}
+        self.outbox: queue.SimpleQueue = queue.SimpleQueue()
+        self.abandoned = False  # a driven call gave up waiting: the stream is not reused
+        self._thread: threading.Thread | None = None
+
+    def start_thread(self, serve_queue) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=serve_queue, args=(self,),
+                                            name="courier-client", daemon=True)
+            self._thread.start()
 
 
 def settle(future: concurrent.futures.Future, result: Any = None,

@@ -1,10 +1,18 @@
 """The gRPC transport behind courier, kept in one module so it can be replaced.
 
-Every client connection is one long-lived bidirectional gRPC stream. Both directions carry
-messages made of one or more frames (see serialization.py); calls are matched to results by id,
-so many calls can be in flight on one stream and calls queued together travel as one message.
-One message each way per call is what makes a stream cheaper than a unary gRPC call in Python
-(see shared/notes/STACK.md); coalescing is what makes it cheaper still under load.
+Every call travels on a long-lived bidirectional gRPC stream. Both directions carry messages
+made of one or more frames (see serialization.py); calls are matched to results by id, so
+calls queued together travel as one message. One message each way per call is what makes a
+stream cheaper than a unary gRPC call in Python (see shared/notes/STACK.md).
+
+A client stream (`Stream`) is driven by the thread that uses it: that thread sends a message
+and waits for the reply on the stream's own completion queue. grpcio's public streaming API
+would instead involve three more threads per call (one consuming the request iterator, the
+channel's thread polling completions, one reading replies), and on a small machine those
+hand-offs cost more than the call itself: driving the stream from the caller halves the
+client's CPU per call. This uses grpcio's Cython layer (`segregated_call`, the same primitive
+its blocking unary calls use), which is why pyproject.toml pins grpcio to the versions where
+that layer has this shape; `tests/courier/test_transport.py` checks it.
 
 The secret token travels as call metadata when the stream opens: a stream without the right
 token is aborted before any message on it is read, so nothing from an unauthenticated peer is
@@ -17,8 +25,10 @@ import concurrent.futures
 from collections.abc import Callable, Iterator
 
 import grpc
+from grpc import _common as grpc_common
+from grpc._cython import cygrpc
 
-from launchpad.courier import errors
+from launchpad.courier import allocator, errors
 
 STREAM_METHOD = "/launchpad.courier.Courier/Stream"
 TOKEN_METADATA_KEY = "x-courier-token"
@@ -68,6 +78,7 @@ class GrpcServer:
 
 def start_server(handler: StreamHandler, host: str, port: int) -> GrpcServer:
     """Starts a gRPC server whose only method is the courier stream."""
+    allocator.retain_freed_memory()
     method = grpc.stream_stream_rpc_method_handler(handler)
     service = grpc.method_handlers_generic_handler(
         STREAM_METHOD.split("/")[1], {STREAM_METHOD.split("/")[2]: method})
@@ -100,6 +111,7 @@ def refuse(context: grpc.ServicerContext) -> None:
 
 
 def open_channel(address: str, compress: bool) -> grpc.Channel:
+    allocator.retain_freed_memory()
     compression = grpc.Compression.Gzip if compress else None
     return grpc.insecure_channel(address, options=_CLIENT_OPTIONS, compression=compression)
 
@@ -115,25 +127,124 @@ def wait_until_ready(channel: grpc.Channel, timeout: float) -> bool:
         return False
 
 
-def open_stream(channel: grpc.Channel, requests: Iterator[bytes], token: str) -> Iterator[bytes]:
-    """Opens the courier stream; the result iterates over response messages and can cancel().
+def channel_is_ready(channel: grpc.Channel) -> bool:
+    """Whether the channel's connection is up (a cheap, non-blocking check).
+
+    A channel leaves READY when its connection goes away, and every stream on that connection
+    is then dead, so a client checks before it uses a stream nobody has watched meanwhile.
+    """
+    return channel._channel.check_connectivity_state(False) == cygrpc.ConnectivityState.ready
+
+
+class StreamBroken(Exception):
+    """The stream ended or failed; `code` and `details` are its final gRPC status."""
+
+    def __init__(self, code: grpc.StatusCode | None, details: str):
+        super().__init__(f"{code.name if code else 'unknown status'}: {details}")
+        self.code = code
+        self.details = details
+
+
+_START, _INITIAL_METADATA, _STATUS, _EXCHANGE, _RECEIVE = (
+    "start", "initial-metadata", "status", "exchange", "receive")
+_NO_FLAGS = 0
+
+
+class Stream:
+    """One courier stream on a channel, driven by one thread at a time.
+
+    The driving thread calls `exchange` (send a message, wait for the first reply) and then
+    `receive` for further replies. Any thread may `cancel`: the driver's wait then ends with
+    `StreamBroken`. A stream that broke, or that its driver no longer needs, must be
+    `finish`ed by the thread that owns it: that waits for the outstanding operations, which
+    frees the stream's completion queue.
 
     Streams never wait for the channel to be ready: the connection waits (bounded) before it
-    opens any, and a stream opened after its server went away must fail, not wait forever
-    for a server that may never come back.
+    opens any, and a stream opened after its server went away must fail, not wait forever for
+    a server that may never come back.
     """
-    stream = channel.stream_stream(STREAM_METHOD)
-    return stream(requests, metadata=((TOKEN_METADATA_KEY, token),), wait_for_ready=False)
+
+    def __init__(self, channel: grpc.Channel, token: str):
+        self._due = {_START, _INITIAL_METADATA, _STATUS}
+        self._status: StreamBroken | None = None
+        operations = (
+            ((cygrpc.SendInitialMetadataOperation(((TOKEN_METADATA_KEY, token),), _NO_FLAGS),),
+             _START),
+            ((cygrpc.ReceiveInitialMetadataOperation(_NO_FLAGS),), _INITIAL_METADATA),
+            ((cygrpc.ReceiveStatusOnClientOperation(_NO_FLAGS),), _STATUS),
+        )
+        self._call = channel._channel.segregated_call(
+            cygrpc.PropagationConstants.GRPC_PROPAGATE_DEFAULTS, STREAM_METHOD.encode(),
+            None, None, None, None, operations, None, None)
+
+    def exchange(self, message: bytes) -> bytes:
+        """Sends one message and waits for the next reply; raises StreamBroken."""
+        self._start((cygrpc.SendMessageOperation(message, _NO_FLAGS),
+                     cygrpc.ReceiveMessageOperation(_NO_FLAGS)), _EXCHANGE)
+        return self._wait_for_message(_EXCHANGE)
+
+    def receive(self) -> bytes:
+        """Waits for the next reply; raises StreamBroken."""
+        self._start((cygrpc.ReceiveMessageOperation(_NO_FLAGS),), _RECEIVE)
+        return self._wait_for_message(_RECEIVE)
+
+    def cancel(self) -> None:
+        """Ends the stream; safe from any thread, at any time, more than once."""
+        self._call.cancel(cygrpc.StatusCode.cancelled, "courier: the client ended the stream")
+
+    def finish(self) -> StreamBroken:
+        """Cancels the stream and waits until nothing of it is outstanding (driver only);
+        returns why it ended."""
+        if self._due:
+            self.cancel()
+        while self._due:
+            self._next_event()
+        return self._status or StreamBroken(None, "the stream was cancelled")
+
+    def _start(self, operations: tuple, tag: str) -> None:
+        if self._status is not None or not self._call.operate(operations, tag):
+            raise self.finish()
+        self._due.add(tag)
+
+    def _wait_for_message(self, tag: str) -> bytes:
+        while True:
+            event = self._next_event()
+            if event.tag != tag:
+                if event.tag == _STATUS:
+                    raise self.finish()
+                continue  # the stream's start: nothing to do
+            message = None
+            if event.success:
+                for operation in event.batch_operations:
+                    if operation.type() == cygrpc.OperationType.receive_message:
+                        message = operation.message()
+            if message is None:  # the server ended the stream (its status explains why)
+                raise self.finish()
+            return message
+
+    def _next_event(self):
+        try:
+            event = self._call.next_event()
+        except BaseException:  # e.g. KeyboardInterrupt: grpcio has already freed the call
+            self._due.clear()
+            self._status = StreamBroken(None, "the wait for the stream was interrupted")
+            raise
+        self._due.discard(event.tag)
+        if event.tag == _STATUS:
+            for operation in event.batch_operations:
+                if operation.type() == cygrpc.OperationType.receive_status_on_client:
+                    code = grpc_common.CYGRPC_STATUS_CODE_TO_STATUS_CODE.get(operation.code())
+                    self._status = StreamBroken(code, operation.details() or "")
+        return event
 
 
-def error_for_broken_stream(error: grpc.RpcError, address: str) -> errors.CourierError:
-    """Maps the status that ended a stream to the courier error of the calls still in flight."""
-    code = error.code() if hasattr(error, "code") else None
-    if code == grpc.StatusCode.PERMISSION_DENIED:
+def error_for_broken_stream(error: StreamBroken, address: str) -> errors.CourierError:
+    """Maps the status that ended a stream to the courier error of the calls on it."""
+    if error.code == grpc.StatusCode.PERMISSION_DENIED:
         return errors.PermissionDeniedError(
             f"Courier server at {address} refused the call: missing or wrong secret token "
             "(is the client from another program or launch?)")
-    details = error.details() if hasattr(error, "details") else str(error)
+    if error.code == grpc.StatusCode.OK:
+        return errors.ServerUnavailableError(f"Courier server at {address} closed the connection")
     return errors.ServerUnavailableError(
-        f"Courier server at {address} is unreachable or went away before answering "
-        f"({code.name if code else 'unknown status'}: {details})")
+        f"Courier server at {address} is unreachable or went away before answering ({error})")

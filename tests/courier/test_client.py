@@ -8,6 +8,7 @@ import gc
 import pickle
 import threading
 import time
+import weakref
 
 import numpy as np
 import portpicker
@@ -89,6 +90,10 @@ class _RaisesOnUnpickle:
 
 def _fail_to_rebuild():
     raise RuntimeError("cannot rebuild this object here")
+
+
+class Payload:
+    """A result object that can be weakly referenced."""
 
 
 class BadResult:
@@ -295,6 +300,15 @@ def test_client_works_after_a_call_timed_out(serve, connect, service):
     assert client.add(1, 1) == 2
 
 
+def test_a_timed_out_blocking_call_does_not_keep_its_result_alive(serve, connect, service):
+    client = connect(serve(service), call_timeout=60)
+    result = client.identity(Payload())
+    reference = weakref.ref(result)
+    del result
+    gc.collect()
+    assert reference() is None  # the deadline (a minute away) holds no reference to it
+
+
 @pytest.mark.parametrize("call_timeout,error", [(-1, ValueError), ("1", TypeError)])
 def test_invalid_call_timeout_raises_at_construction(call_timeout, error):
     with pytest.raises(error, match="call_timeout"):
@@ -351,6 +365,19 @@ def test_address_resolver_is_asked_for_the_address(server, connect):
     assert client.ping() == "pong"
     assert resolver.asked == 1
     assert client.address == server.address
+
+
+def test_blocking_calls_run_on_the_calling_thread(client):
+    """Once connected, a blocking call is sent and answered on its caller's thread: however
+    many run at once, no stream thread is started for them."""
+    def stream_threads() -> set[threading.Thread]:
+        return {t for t in threading.enumerate() if t.name == "courier-client"}
+
+    assert client.add(0, 1) == 1  # connected (calls made while connecting travel together)
+    before = stream_threads()
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        assert list(pool.map(lambda i: client.add(i, 1), range(40))) == list(range(1, 41))
+    assert stream_threads() <= before
 
 
 def test_concurrent_calls_from_eight_threads_get_their_own_results(client):

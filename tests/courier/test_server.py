@@ -273,23 +273,17 @@ def _truncated_header_message() -> bytes:
                          ids=["bad-kind", "truncated-header"])
 def test_malformed_message_ends_its_stream_and_server_keeps_serving(client, server, message):
     channel = transport.open_channel(server.address, compress=False)
-    done_sending = threading.Event()
-
-    def requests():
-        yield message
-        done_sending.wait(10)  # keep the stream open: only the server may end it
-
     try:
-        stream = transport.open_stream(channel, requests(), TOKEN)
+        stream = transport.Stream(channel, TOKEN)
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            drained = pool.submit(lambda: [m for m in stream])
-            try:
-                # An error status or a clean end are both fine; hanging is not.
-                concurrent.futures.wait([drained], timeout=2)
-                assert drained.done(), "the server did not end the malformed stream"
-            finally:
-                done_sending.set()
+            reply = pool.submit(stream.exchange, message)
+            # The server ends the stream (an error status or a clean end); hanging is not fine.
+            done = concurrent.futures.wait([reply], timeout=2).done
+            if not done:
                 stream.cancel()
+            assert done, "the server did not end the malformed stream"
+            with pytest.raises(transport.StreamBroken):
+                reply.result()
     finally:
         channel.close()
     assert client.ping() == "pong"
