@@ -133,7 +133,11 @@ def channel_is_ready(channel: grpc.Channel) -> bool:
     A channel leaves READY when its connection goes away, and every stream on that connection
     is then dead, so a client checks before it uses a stream nobody has watched meanwhile.
     """
-    return channel._channel.check_connectivity_state(False) == cygrpc.ConnectivityState.ready
+    try:
+        state = channel._channel.check_connectivity_state(False)
+    except ValueError:  # the channel was closed
+        return False
+    return state == cygrpc.ConnectivityState.ready
 
 
 class StreamBroken(Exception):
