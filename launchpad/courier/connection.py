@@ -28,7 +28,7 @@ from typing import Any
 
 import grpc
 
-from launchpad.courier import errors, serialization, transport
+from launchpad.courier import errors, serialization, shared_memory, transport
 from launchpad.courier.serialization import Kind
 
 # While a resolved address does not answer, it is resolved again this often.
@@ -97,9 +97,9 @@ class Connection:
             self.close(self._went_away())
             return False
         if drive:
-            self._drive(stream, call_id, b"".join(frame), future)
+            self._drive(stream, call_id, frame, future)
         else:
-            stream.outbox.put(frame)
+            stream.outbox.put([frame])
         return True
 
     def close(self, error: Exception) -> None:
@@ -148,7 +148,7 @@ class Connection:
             for call_id, _, future in early:
                 stream.pending[call_id] = future
             stream.start_thread(self._serve_queue)
-        stream.outbox.put([chunk for _, frame, _ in early for chunk in frame])
+        stream.outbox.put([frame for _, frame, _ in early])
 
     def _open_channel(self) -> grpc.Channel:
         """A channel to the server, connected unless wait_for_ready is off (then calls fail
@@ -198,18 +198,19 @@ class Connection:
         return errors.ServerUnavailableError(f"Courier server at {self.address} went away")
 
     def _new_stream(self) -> "_Stream":
-        stream = _Stream(transport.Stream(self._channel, self._token))
+        share = shared_memory.enabled() and shared_memory.is_same_host(self.address)
+        stream = _Stream(transport.Stream(self._channel, self._token, offer_shared_memory=share))
         self._streams.add(stream)
         return stream
 
-    def _drive(self, stream: "_Stream", call_id: int, message: bytes,
+    def _drive(self, stream: "_Stream", call_id: int, frame: serialization.OutFrame,
                future: concurrent.futures.Future) -> None:
         """Makes one call on this thread (see the module doc)."""
         # If the future is settled meanwhile by someone else (its deadline passed, or the
         # connection closed), the stream is abandoned so that this thread stops waiting.
         future.add_done_callback(lambda _: self._abandon_if_waiting(stream, call_id))
         try:
-            self._exchange(stream, message)
+            self._exchange(stream, [frame])
         except BaseException as e:  # e.g. KeyboardInterrupt while waiting: the stream is lost
             with self._lock:
                 self._streams.discard(stream)
@@ -231,7 +232,7 @@ class Connection:
         their replies; then waits for the next calls."""
         while True:
             try:
-                chunks = stream.outbox.get(timeout=_CHECK_IDLE_SECS)
+                frames = stream.outbox.get(timeout=_CHECK_IDLE_SECS)
             except queue.Empty:
                 # The thread has sent before, so the channel was ready: now it is not, its
                 # connection is gone.
@@ -239,24 +240,27 @@ class Connection:
                     self.close(self._went_away())
                     return
                 continue
-            if chunks is None:
+            if frames is None:
                 return
             with self._lock:
                 while not stream.outbox.empty():
                     more = stream.outbox.get()
                     if more is None:
                         return
-                    chunks = chunks + more
+                    frames = frames + more
                 if self._filling is stream:  # later calls must go elsewhere
                     self._filling = None
-            if not self._exchange(stream, b"".join(chunks)):
+            if not self._exchange(stream, frames):
                 return
 
-    def _exchange(self, stream: "_Stream", message: bytes) -> bool:
-        """Sends a message on the stream and delivers the replies to its calls. True when the
-        stream is idle again; False when it ended."""
+    def _exchange(self, stream: "_Stream", frames: list[serialization.OutFrame]) -> bool:
+        """Sends the frames as one message on the stream and delivers the replies to their
+        calls. True when the stream is idle again; False when it ended."""
         try:
-            reply = stream.transport.exchange(message)
+            lane = stream.transport.lane
+            if lane is not None:
+                lane.writer.reset()  # every reply to the last message came: the server read it
+            reply = stream.transport.exchange(serialization.join_message(frames, lane))
             while True:
                 after = self._deliver(stream, reply)
                 if after is _After.LEAVE:
@@ -281,7 +285,8 @@ class Connection:
             self._streams.discard(stream)
 
     def _deliver(self, stream: "_Stream", message: bytes) -> _After:
-        frames = serialization.decode_message(message)
+        lane = stream.transport.lane
+        frames = serialization.decode_message(message, lane.reader if lane else None)
         with self._lock:
             futures = [stream.pending.pop(frame.call_id, None) for frame in frames]
             if stream.pending:

@@ -10,9 +10,15 @@ moment travel together. A frame is::
     buffers the raw bytes of each buffer (numpy array data, bytes-like objects)
 
 The method name travels outside the pickle so a server can refuse an unknown method before it
-unpickles anything. Buffers are received as read-only views of the gRPC message: numpy arrays
-arrive without a copy and are therefore read-only (`arr.copy()` when you need to write).
-Pickling uses cloudpickle, so functions, lambdas and classes defined in `__main__` travel by value.
+unpickles anything. A part (the pickle or a buffer) of at least `shared_memory.INLINE_LIMIT`
+bytes may instead lie in a shared-memory region, when the stream has a `shared_memory.Lane`:
+its length then has the top bit set, and the bytes in the message are a reference to it. The
+kind's top bit, on a call, says its sender reads shared memory, so its reply may use it too.
+
+Received parts are read-only: inline ones are views of the gRPC message and shared ones are
+copied out of their region, so numpy arrays arrive with one copy at most, and read-only
+(`arr.copy()` when you need to write). Pickling uses cloudpickle, so functions, lambdas and
+classes defined in `__main__` travel by value.
 """
 
 from __future__ import annotations
@@ -26,10 +32,12 @@ from typing import Any
 
 import cloudpickle
 
-from launchpad.courier import errors
+from launchpad.courier import errors, shared_memory
 
 _HEADER = struct.Struct("<BQHI")
 _LENGTH = struct.Struct("<Q")
+_SHARED = 1 << 63  # in a part's length: the part lies in shared memory
+_INVITES_SHARED = 0x80  # in a call's kind: its reply may use shared memory
 
 
 class Kind(enum.IntEnum):
@@ -42,17 +50,18 @@ _KINDS = {kind.value: kind for kind in Kind}
 
 
 class Frame:
-    """One decoded frame; `payload` and `buffers` are views into the received message."""
+    """One decoded frame; `payload` and `buffers` are read-only views of its bytes."""
 
-    __slots__ = ("kind", "call_id", "name", "payload", "buffers")
+    __slots__ = ("kind", "call_id", "name", "payload", "buffers", "invites_shared_memory")
 
     def __init__(self, kind: Kind, call_id: int, name: str, payload: memoryview,
-                 buffers: list[memoryview]):
+                 buffers: list[memoryview], invites_shared_memory: bool = False):
         self.kind = kind
         self.call_id = call_id
         self.name = name
         self.payload = payload
         self.buffers = buffers
+        self.invites_shared_memory = invites_shared_memory
 
     def load(self) -> Any:
         return pickle.loads(self.payload, buffers=self.buffers)
@@ -82,27 +91,73 @@ def dumps(obj: Any) -> list:
     return [data, *(b.raw() for b in buffers)]
 
 
-def encode_frame(kind: Kind, call_id: int, name: str, parts: list) -> list:
-    """Returns the byte chunks of one frame; join the chunks of all frames to make a message."""
-    name_bytes = name.encode()
-    head = [_HEADER.pack(kind, call_id, len(name_bytes), len(parts) - 1), name_bytes]
-    head.extend(_LENGTH.pack(memoryview(p).nbytes) for p in parts)
-    return head + parts
+class OutFrame:
+    """A frame to send: packed into a message by `join_message`, once the stream is known."""
+
+    __slots__ = ("kind", "call_id", "name", "parts")
+
+    def __init__(self, kind: Kind, call_id: int, name: bytes, parts: list):
+        self.kind = kind
+        self.call_id = call_id
+        self.name = name
+        self.parts = parts
 
 
-def decode_message(message: bytes) -> list[Frame]:
-    """Splits a received message into frames, without copying payloads.
+def encode_frame(kind: Kind, call_id: int, name: str, parts: list) -> OutFrame:
+    """A frame of `parts` ([pickle, *buffers], as `dumps` returns them)."""
+    return OutFrame(kind, call_id, name.encode(), parts)
+
+
+def join_message(frames: list[OutFrame], lane: shared_memory.Lane | None = None) -> bytes:
+    """Packs frames into one message. With a lane, large parts go into its shared memory
+    (inline if no region can be had), and calls invite shared-memory replies."""
+    chunks: list = []
+    large: list[tuple[int, int]] = []  # where the length and the bytes of a large part are
+    for frame in frames:
+        kind = frame.kind
+        if lane is not None and kind == Kind.CALL:
+            kind |= _INVITES_SHARED
+        parts = frame.parts
+        chunks.append(_HEADER.pack(kind, frame.call_id, len(frame.name), len(parts) - 1))
+        chunks.append(frame.name)
+        lengths_at = len(chunks)
+        for k, part in enumerate(parts):
+            size = len(part) if type(part) is bytes else memoryview(part).nbytes
+            chunks.append(_LENGTH.pack(size))
+            if lane is not None and size >= shared_memory.INLINE_LIMIT:
+                large.append((lengths_at + k, lengths_at + len(parts) + k))
+        chunks.extend(parts)
+    if large:
+        _share(chunks, large, lane.writer)
+    return b"".join(chunks)
+
+
+def _share(chunks: list, large: list[tuple[int, int]], writer: shared_memory.Writer) -> None:
+    """Replaces large parts by references to their copies in shared memory, and flags their
+    lengths; leaves them inline when no region can be had."""
+    references = writer.place([chunks[part_at] for _, part_at in large])
+    if references is None:
+        return
+    for (length_at, part_at), reference in zip(large, references, strict=True):
+        chunks[length_at] = _LENGTH.pack(_SHARED | len(reference))
+        chunks[part_at] = reference
+
+
+def decode_message(message: bytes, reader: shared_memory.Reader | None = None) -> list[Frame]:
+    """Splits a received message into frames, without copying inline parts; parts in shared
+    memory are copied out through `reader`.
 
     Raises:
-      ValueError: the message is not a well-formed sequence of frames.
+      ValueError: the message is not a well-formed sequence of frames, or refers to shared
+        memory that is not there.
     """
     try:
-        return _decode_frames(memoryview(message))
+        return _decode_frames(memoryview(message), reader)
     except (struct.error, UnicodeDecodeError, ValueError, KeyError) as e:
         raise ValueError(f"Malformed courier message ({len(message)} bytes): {e}") from e
 
 
-def _decode_frames(view: memoryview) -> list[Frame]:
+def _decode_frames(view: memoryview, reader: shared_memory.Reader | None) -> list[Frame]:
     frames = []
     offset = 0
     while offset < len(view):
@@ -115,11 +170,19 @@ def _decode_frames(view: memoryview) -> list[Frame]:
         offset += lengths_format.size
         chunks = []
         for length in lengths:
-            chunks.append(view[offset:offset + length])
+            if length & _SHARED:
+                if reader is None:
+                    raise ValueError("a part lies in shared memory, which this stream does "
+                                     "not use")
+                length &= ~_SHARED
+                chunks.append(reader.take(view[offset:offset + length]))
+            else:
+                chunks.append(view[offset:offset + length])
             offset += length
         if offset > len(view):
             raise ValueError("a frame is longer than the message")
-        frames.append(Frame(_KINDS[kind], call_id, name, chunks[0], chunks[1:]))
+        frames.append(Frame(_KINDS[kind & ~_INVITES_SHARED], call_id, name, chunks[0],
+                            chunks[1:], bool(kind & _INVITES_SHARED)))
     return frames
 
 

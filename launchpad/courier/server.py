@@ -30,7 +30,7 @@ from typing import Any
 import grpc
 from absl import logging
 
-from launchpad.courier import errors, serialization, transport
+from launchpad.courier import errors, serialization, shared_memory, transport
 from launchpad.courier.serialization import Kind
 
 LIST_METHODS = "__list_methods__"
@@ -161,27 +161,34 @@ class Server:
     def _stream(self, requests: Iterator[bytes], context: grpc.ServicerContext):
         if self._token and not hmac.compare_digest(transport.token_of(context), self._token):
             transport.refuse(context)
-        return self._serve_stream(requests, context)
+        return self._serve_stream(requests, context, transport.accept_shared_memory(context))
 
-    def _serve_stream(self, requests: Iterator[bytes],
-                      context: grpc.ServicerContext) -> Iterator[bytes]:
+    def _serve_stream(self, requests: Iterator[bytes], context: grpc.ServicerContext,
+                      lane: shared_memory.Lane | None) -> Iterator[bytes]:
         outbox: queue.SimpleQueue = queue.SimpleQueue()
         self._set_waiting(context, True)
         try:
             for message in requests:
                 self._set_waiting(context, False)
                 try:
-                    frames = serialization.decode_message(message)
+                    frames = serialization.decode_message(message, lane.reader if lane else None)
                 except ValueError as e:  # A malformed message: drop this stream only.
                     logging.warning("Courier server at %s dropped a malformed stream: %s",
                                     self._address, e)
                     return
+                reply_lane = None
+                if lane is not None:
+                    lane.writer.reset()  # the client read every reply to its last message
+                    if frames[0].invites_shared_memory:
+                        reply_lane = lane
                 self._start_calls(frames, outbox)
-                yield from _replies(outbox, len(frames))
+                yield from _replies(outbox, len(frames), reply_lane)
                 self._set_waiting(context, True)
         except grpc.RpcError:
             return  # The client went away or the server is stopping.
         finally:
+            if lane is not None:
+                lane.close()
             with self._drained:
                 self._streams.pop(context, None)
                 self._drained.notify_all()
@@ -237,8 +244,8 @@ class Server:
         else:
             self._reply(outbox, _result_frame(frame.call_id, name, result))
 
-    def _reply(self, outbox: queue.SimpleQueue, chunks: list) -> None:
-        outbox.put(chunks)
+    def _reply(self, outbox: queue.SimpleQueue, frames: list) -> None:
+        outbox.put(frames)
         with self._drained:
             self._in_flight -= 1
             if self._in_flight == 0:
@@ -264,28 +271,31 @@ def _load_arguments(frame: serialization.Frame) -> tuple[tuple, dict]:
             f"{type(e).__name__}: {e}") from e
 
 
-def _replies(outbox: queue.SimpleQueue, count: int) -> Iterator[bytes]:
-    """Yields `count` replies, as few messages as possible: each holds every reply ready."""
+def _replies(outbox: queue.SimpleQueue, count: int,
+             lane: shared_memory.Lane | None) -> Iterator[bytes]:
+    """Yields `count` replies, as few messages as possible: each holds every reply ready.
+    Large parts go through `lane` when the client invited that."""
     while count:
-        chunks = outbox.get()
+        frames = outbox.get()
         count -= 1
         while count and not outbox.empty():
-            chunks = chunks + outbox.get()
+            frames = frames + outbox.get()
             count -= 1
-        yield b"".join(chunks)
+        yield serialization.join_message(frames, lane)
 
 
-def _result_frame(call_id: int, method: str, result: Any) -> list:
+def _result_frame(call_id: int, method: str, result: Any) -> list[serialization.OutFrame]:
     try:
         parts = serialization.dumps(result)
     except Exception as e:  # noqa: BLE001 - report an unpicklable result to the caller
         error = errors.SerializationError(
             f"Cannot pickle the result of {method!r} (of type {type(result).__name__}): {e}")
         return _error_frame(call_id, error)
-    return serialization.encode_frame(Kind.RESULT, call_id, "", parts)
+    return [serialization.encode_frame(Kind.RESULT, call_id, "", parts)]
 
 
-def _future_frame(call_id: int, method: str, future: concurrent.futures.Future) -> list:
+def _future_frame(call_id: int, method: str,
+                  future: concurrent.futures.Future) -> list[serialization.OutFrame]:
     if future.cancelled():
         return _error_frame(call_id, concurrent.futures.CancelledError(
             f"{method!r} was cancelled on the server"))
@@ -295,5 +305,6 @@ def _future_frame(call_id: int, method: str, future: concurrent.futures.Future) 
     return _result_frame(call_id, method, future.result())
 
 
-def _error_frame(call_id: int, exc: BaseException) -> list:
-    return serialization.encode_frame(Kind.ERROR, call_id, "", serialization.dumps_exception(exc))
+def _error_frame(call_id: int, exc: BaseException) -> list[serialization.OutFrame]:
+    return [serialization.encode_frame(Kind.ERROR, call_id, "",
+                                       serialization.dumps_exception(exc))]

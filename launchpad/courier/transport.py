@@ -17,6 +17,10 @@ that layer has this shape; `tests/courier/test_transport.py` checks it.
 The secret token travels as call metadata when the stream opens: a stream without the right
 token is aborted before any message on it is read, so nothing from an unauthenticated peer is
 ever unpickled.
+
+Between processes of one host, a stream also gets a shared-memory lane for its large parts
+(shared_memory.py): the client's offer travels in the stream's metadata beside the token, and
+the server's answer in its initial metadata.
 """
 
 from __future__ import annotations
@@ -28,10 +32,11 @@ import grpc
 from grpc import _common as grpc_common
 from grpc._cython import cygrpc
 
-from launchpad.courier import allocator, errors
+from launchpad.courier import allocator, errors, shared_memory
 
 STREAM_METHOD = "/launchpad.courier.Courier/Stream"
 TOKEN_METADATA_KEY = "x-courier-token"
+SHARED_MEMORY_METADATA_KEY = "x-courier-shared-memory"
 
 _MESSAGE_OPTIONS = [
     ("grpc.max_send_message_length", -1),
@@ -100,10 +105,31 @@ def start_server(handler: StreamHandler, host: str, port: int) -> GrpcServer:
 
 
 def token_of(context: grpc.ServicerContext) -> str:
-    for key, value in context.invocation_metadata():
-        if key == TOKEN_METADATA_KEY:
+    return _metadata_value(context.invocation_metadata(), TOKEN_METADATA_KEY)
+
+
+def _metadata_value(metadata, wanted: str) -> str:
+    for key, value in metadata or ():
+        if key == wanted:
             return value
     return ""
+
+
+def accept_shared_memory(context: grpc.ServicerContext) -> shared_memory.Lane | None:
+    """The server's side of a stream's shared-memory lane: if the client offered one and its
+    probe is readable from here, answers with this process's probe and returns the lane."""
+    offer = _metadata_value(context.invocation_metadata(), SHARED_MEMORY_METADATA_KEY)
+    if not offer or not shared_memory.enabled():
+        return None
+    peer = shared_memory.verify_probe(offer)
+    if peer is None:
+        return None
+    try:
+        context.send_initial_metadata(
+            ((SHARED_MEMORY_METADATA_KEY, shared_memory.local_probe()),))
+    except grpc.RpcError:  # the client is gone already
+        return None
+    return shared_memory.Lane(peer)
 
 
 def refuse(context: grpc.ServicerContext) -> None:
@@ -166,14 +192,21 @@ class Stream:
     Streams never wait for the channel to be ready: the connection waits (bounded) before it
     opens any, and a stream opened after its server went away must fail, not wait forever for
     a server that may never come back.
+
+    With `offer_shared_memory`, the stream offers the server a shared-memory lane; `lane` is
+    set once the server has accepted and its probe checked out (by the first reply, at the
+    latest by the second), and is closed when the stream finishes.
     """
 
-    def __init__(self, channel: grpc.Channel, token: str):
+    def __init__(self, channel: grpc.Channel, token: str, offer_shared_memory: bool = False):
         self._due = {_START, _INITIAL_METADATA, _STATUS}
         self._status: StreamBroken | None = None
+        self.lane: shared_memory.Lane | None = None
+        metadata = ((TOKEN_METADATA_KEY, token),)
+        if offer_shared_memory:
+            metadata += ((SHARED_MEMORY_METADATA_KEY, shared_memory.local_probe()),)
         operations = (
-            ((cygrpc.SendInitialMetadataOperation(((TOKEN_METADATA_KEY, token),), _NO_FLAGS),),
-             _START),
+            ((cygrpc.SendInitialMetadataOperation(metadata, _NO_FLAGS),), _START),
             ((cygrpc.ReceiveInitialMetadataOperation(_NO_FLAGS),), _INITIAL_METADATA),
             ((cygrpc.ReceiveStatusOnClientOperation(_NO_FLAGS),), _STATUS),
         )
@@ -203,6 +236,9 @@ class Stream:
             self.cancel()
         while self._due:
             self._next_event()
+        if self.lane is not None:
+            self.lane.close()
+            self.lane = None
         return self._status or StreamBroken(None, "the stream was cancelled")
 
     def _start(self, operations: tuple, tag: str) -> None:
@@ -234,12 +270,24 @@ class Stream:
             self._status = StreamBroken(None, "the wait for the stream was interrupted")
             raise
         self._due.discard(event.tag)
-        if event.tag == _STATUS:
+        if event.tag == _INITIAL_METADATA and event.success:
+            self._accept_lane(event)
+        elif event.tag == _STATUS:
             for operation in event.batch_operations:
                 if operation.type() == cygrpc.OperationType.receive_status_on_client:
                     code = grpc_common.CYGRPC_STATUS_CODE_TO_STATUS_CODE.get(operation.code())
                     self._status = StreamBroken(code, operation.details() or "")
         return event
+
+
+    def _accept_lane(self, event) -> None:
+        for operation in event.batch_operations:
+            if operation.type() == cygrpc.OperationType.receive_initial_metadata:
+                answer = _metadata_value(operation.initial_metadata(),
+                                         SHARED_MEMORY_METADATA_KEY)
+                peer = shared_memory.verify_probe(answer) if answer else None
+                if peer is not None:
+                    self.lane = shared_memory.Lane(peer)
 
 
 def error_for_broken_stream(error: StreamBroken, address: str) -> errors.CourierError:

@@ -11,9 +11,8 @@ from launchpad.courier import errors, serialization
 from launchpad.courier.serialization import Kind
 
 
-def _message(*frames: list) -> bytes:
-    return b"".join(chunk if isinstance(chunk, bytes) else bytes(chunk)
-                    for frame in frames for chunk in frame)
+def _message(*frames: serialization.OutFrame) -> bytes:
+    return serialization.join_message(list(frames))
 
 
 class TwoArgError(Exception):

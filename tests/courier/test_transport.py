@@ -21,7 +21,8 @@ pytestmark = pytest.mark.timeout(30)
 
 def _call_message(call_id: int, method: str, *args) -> bytes:
     parts = serialization.dumps_call_arguments(method, args, {})
-    return b"".join(serialization.encode_frame(Kind.CALL, call_id, method, parts))
+    frame = serialization.encode_frame(Kind.CALL, call_id, method, parts)
+    return serialization.join_message([frame])
 
 
 def _results(message: bytes) -> dict[int, object]:

@@ -1,0 +1,272 @@
+"""The same-host shortcut for large payloads: shared memory beside the gRPC stream.
+
+Between two processes on one host, a large buffer (a numpy array, a long bytes value) costs far
+more through gRPC than copying it: grpcio copies it into its own buffer, the kernel copies it
+through the loopback socket, and the receiving grpcio copies it three more times. On a 2-core
+machine that is about 1 ms of CPU per MiB each way. Instead, a stream's writer copies each
+large part once into a memory region it owns, the gRPC message carries a small reference, and
+the reader copies the part out once (`Lane`, one per stream, holds both ends).
+
+Regions are anonymous memory files (memfd): a reader opens its peer's region through
+`/proc/<peer pid>/fd/<fd>`, so nothing is named and nothing is left behind when a process dies.
+Every region starts with a random nonce that each reference repeats: a reader that finds
+another nonce (the fd was closed and its number reused) refuses the reference instead of
+reading the wrong memory. Regions are reserved in full when made (`posix_fallocate`), so a full
+memory limit shows as a failed allocation, and the part travels through gRPC instead, never as
+a crash on first touch.
+
+A region is reused from its start for each message, which is safe because of how courier
+streams alternate (see connection.py and server.py): a client sends a message only when every
+reply to its previous one has arrived, and a server decodes a whole message, copying its parts
+out, before it runs any of its calls; a client decodes every reply to a message before it sends
+the next one. So a client's writer `reset`s when it sends, and a server's when it receives.
+
+Two processes agree to use shared memory per stream: the client offers a probe (pid, fd and
+nonce of a small region of its own) in the stream's metadata; the server answers with its own
+probe only if it could read the client's; the client then checks the server's. A client marks
+its calls as inviting shared-memory replies only once it has checked, so each side writes
+regions only for a peer that has shown it can read them. Setting the environment variable
+LAUNCHPAD_COURIER_SHARED_MEMORY=0 turns the shortcut off in a process (it neither offers nor
+accepts). x86-64 and other Linux hosts alike: the only cross-process ordering relied on is
+that of gRPC messages, which pass through system calls.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import mmap
+import os
+import struct
+import threading
+import weakref
+
+ENV_SWITCH = "LAUNCHPAD_COURIER_SHARED_MEMORY"
+# Parts smaller than this travel inline in the gRPC message; larger ones through a region. The
+# fixed cost of a reference is a few microseconds, which inline bytes reach at about 8 KiB.
+INLINE_LIMIT = 32 << 10
+
+_NONCE = struct.Struct("<Q")
+# A reference to a part: region fd, region nonce, offset and length of the part.
+_REFERENCE = struct.Struct("<IQQQ")
+# Data starts one cache line in, after the nonce; parts start on cache-line boundaries.
+_ALIGN = 64
+_SMALLEST_REGION = 1 << 20
+# A region this much larger than what the last message needed is given back at the next reset.
+_SHRINK_FACTOR = 4
+_SHRINK_ABOVE = 16 << 20
+
+
+def enabled() -> bool:
+    """Whether this process may use shared memory with its peers (Linux, switch not off)."""
+    return (hasattr(os, "memfd_create") and os.path.isdir("/proc/self/fd")
+            and os.environ.get(ENV_SWITCH, "1").strip().lower() not in ("0", "false", "no"))
+
+
+def is_same_host(address: str) -> bool:
+    """Whether `address` ('host:port') names this host through loopback, the only case in
+    which a shared-memory offer is worth making (the probe still decides)."""
+    host = address.rsplit(":", 1)[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+# ----------------------------------------------------------------------------- probes
+
+_probe_lock = threading.Lock()
+_probe: tuple[int, str] | None = None  # (pid that made it, "pid:fd:nonce")
+
+
+def local_probe() -> str:
+    """This process's probe, 'pid:fd:nonce' (made once per process, kept open for its life)."""
+    global _probe
+    with _probe_lock:
+        if _probe is None or _probe[0] != os.getpid():  # a forked child makes its own
+            region = _Region(_ALIGN)
+            _keep_for_process.append(region)
+            _probe = (os.getpid(), f"{os.getpid()}:{region.fd}:{region.nonce}")
+        return _probe[1]
+
+
+_keep_for_process: list = []
+
+
+def verify_probe(probe: str) -> int | None:
+    """Reads a peer's probe; returns the peer's pid when its region is readable from here."""
+    try:
+        pid, fd, nonce = (int(field) for field in probe.split(":"))
+        return pid if _read_nonce(pid, fd) == nonce else None
+    except (ValueError, OSError):
+        return None
+
+
+def _read_nonce(pid: int, fd: int) -> int:
+    descriptor = os.open(f"/proc/{pid}/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        head = os.pread(descriptor, _NONCE.size, 0)
+    finally:
+        os.close(descriptor)
+    return _NONCE.unpack(head)[0] if len(head) == _NONCE.size else -1
+
+
+# ----------------------------------------------------------------------------- regions
+
+
+class _Region:
+    """A memory file of `size` bytes, mapped read-write, its nonce in its first bytes."""
+
+    def __init__(self, size: int):
+        self.nonce = int.from_bytes(os.urandom(_NONCE.size), "little")
+        self.size = size
+        self.fd = os.memfd_create("launchpad-courier", os.MFD_CLOEXEC)
+        try:
+            os.posix_fallocate(self.fd, 0, size)
+            self.map = mmap.mmap(self.fd, size)
+        except BaseException:
+            os.close(self.fd)
+            raise
+        self.map[:_NONCE.size] = _NONCE.pack(self.nonce)
+        # The fd must stay open while a peer may still open it; a region dropped without
+        # close() (its stream garbage-collected) still gives its fd back.
+        self._finalizer = weakref.finalize(self, _close_region, self.fd, self.map)
+
+    def close(self) -> None:
+        self._finalizer()
+
+
+def _close_region(fd: int, region_map: mmap.mmap) -> None:
+    region_map.close()
+    os.close(fd)
+
+
+class Writer:
+    """Places large parts in regions this process owns (one stream, one thread at a time)."""
+
+    def __init__(self):
+        self._region: _Region | None = None
+        self._retired: list[_Region] = []
+        self._used = _ALIGN
+        self._needed = 0  # the most bytes one message needed since the last reset
+
+    def reset(self) -> None:
+        """The peer has read every part placed so far: reuse the region from its start, and
+        give back regions no longer used (or too large for what messages need now)."""
+        for region in self._retired:
+            region.close()
+        self._retired = []
+        region = self._region
+        if (region is not None and region.size > _SHRINK_ABOVE
+                and self._needed * _SHRINK_FACTOR < region.size):
+            self._retired.append(region)
+            self._region = None
+        self._used = _ALIGN
+        self._needed = 0
+
+    def place(self, parts: list) -> list[bytes] | None:
+        """Copies `parts` (bytes-like, contiguous) into one region; returns a reference for
+        each, or None when no region could be had (the parts then travel inline)."""
+        sizes = [memoryview(part).nbytes for part in parts]
+        total = sum(_aligned(size) for size in sizes)
+        self._needed = max(self._needed, total)
+        if self._region is None or self._used + total > self._region.size:
+            if not self._new_region(total):
+                return None
+        region = self._region
+        references = []
+        for part, size in zip(parts, sizes, strict=True):
+            region.map[self._used:self._used + size] = memoryview(part).cast("B")
+            references.append(_REFERENCE.pack(region.fd, region.nonce, self._used, size))
+            self._used += _aligned(size)
+        return references
+
+    def close(self) -> None:
+        for region in self._retired:
+            region.close()
+        self._retired = []
+        if self._region is not None:
+            self._region.close()
+            self._region = None
+
+    def _new_region(self, total: int) -> bool:
+        old = self._region
+        size = max(_SMALLEST_REGION, _ALIGN + total, 2 * old.size if old else 0)
+        size = -(-size // mmap.PAGESIZE) * mmap.PAGESIZE
+        try:
+            region = _Region(size)
+        except OSError:  # e.g. the memory limit: fall back to inline parts
+            return False
+        if old is not None:
+            self._retired.append(old)  # a reader may not have opened it yet: keep it a while
+        self._region = region
+        self._used = _ALIGN
+        return True
+
+
+def _aligned(size: int) -> int:
+    return -(-size // _ALIGN) * _ALIGN
+
+
+class Reader:
+    """Copies parts out of a peer's regions (one stream, one thread at a time).
+
+    A message's parts all lie in one region, and a writer never goes back to a region it
+    replaced, so only the latest region stays mapped.
+    """
+
+    def __init__(self, peer_pid: int):
+        self._pid = peer_pid
+        self._key: tuple[int, int] | None = None
+        self._map: mmap.mmap | None = None
+        self._view: memoryview | None = None
+
+    def take(self, reference: memoryview) -> memoryview:
+        """The bytes a reference names, copied out (read-only, as inline parts are).
+
+        Raises:
+          ValueError: the reference is malformed, or names a region that is gone.
+        """
+        fd, nonce, offset, size = _REFERENCE.unpack(reference)
+        if self._key != (fd, nonce):
+            self._open(fd, nonce)
+        if offset < _ALIGN or offset + size > len(self._view):
+            raise ValueError(f"a shared-memory part ({offset}+{size}) lies outside its region "
+                             f"of {len(self._view)} bytes")
+        return memoryview(bytes(self._view[offset:offset + size]))
+
+    def close(self) -> None:
+        if self._view is not None:
+            self._view.release()
+            self._map.close()
+        self._key = self._map = self._view = None
+
+    def _open(self, fd: int, nonce: int) -> None:
+        self.close()
+        try:
+            descriptor = os.open(f"/proc/{self._pid}/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError as e:
+            raise ValueError(f"the peer's shared-memory region (fd {fd} of pid {self._pid}) "
+                             f"is gone: {e}") from e
+        try:
+            region_map = mmap.mmap(descriptor, 0, prot=mmap.PROT_READ)
+        finally:
+            os.close(descriptor)
+        if len(region_map) < _ALIGN or _NONCE.unpack_from(region_map)[0] != nonce:
+            region_map.close()
+            raise ValueError(f"fd {fd} of pid {self._pid} is no longer the shared-memory "
+                             "region a message referenced")
+        self._key, self._map, self._view = (fd, nonce), region_map, memoryview(region_map)
+
+
+class Lane:
+    """One stream's shared memory: regions this side writes, and the peer's it reads."""
+
+    def __init__(self, peer_pid: int):
+        self.writer = Writer()
+        self.reader = Reader(peer_pid)
+
+    def close(self) -> None:
+        self.writer.close()
+        self.reader.close()
