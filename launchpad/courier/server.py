@@ -35,6 +35,9 @@ from launchpad.courier.serialization import Kind
 
 LIST_METHODS = "__list_methods__"
 _MAX_WORKERS = 4096
+# After its streams are cancelled, how long stop() waits for their threads to let go of what
+# they hold (shared memory); a thread still running a call past the grace lets go when it ends.
+_STREAMS_END_SECS = 1.0
 
 
 def public_methods(obj: Any) -> list[str]:
@@ -127,7 +130,8 @@ class Server:
     def stop(self, grace: float = 5.0) -> None:
         """Stops serving, gracefully: new calls are refused, calls already received get up to
         `grace` seconds to finish and send their replies, then every stream is closed.
-        Safe to call more than once; returns once the server has stopped."""
+        Safe to call more than once; returns once the server has stopped and its streams
+        have ended (or, for a stream still running a call, after one more second)."""
         with self._stop_lock:
             if self._stopped.is_set() and self._grpc_server is None:
                 return
@@ -143,6 +147,8 @@ class Server:
             if self._grpc_server is not None:
                 self._grpc_server.stop(grace=None)
                 self._grpc_server = None
+            with self._drained:
+                self._drained.wait_for(lambda: not self._streams, timeout=_STREAMS_END_SECS)
             if self._workers is not None:
                 self._workers.shutdown(wait=False, cancel_futures=True)
 

@@ -1,0 +1,370 @@
+"""The same-host shortcut: large parts through shared memory, between real servers and clients.
+
+Regions are counted through /proc (files `memfd:launchpad-courier` a process holds open), which
+is how a test sees that parts really went through shared memory, and that all are given back.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import errno
+import os
+import select
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from launchpad.courier import errors, serialization, shared_memory, transport
+from launchpad.courier.serialization import Kind
+from tests.courier.conftest import TOKEN
+
+pytestmark = [
+    pytest.mark.timeout(60),
+    pytest.mark.skipif(not shared_memory.enabled(), reason="needs Linux memfd and /proc"),
+]
+
+LARGE = shared_memory.INLINE_LIMIT
+
+
+def _regions(pid: int | str = "self") -> int:
+    """How many courier memory regions (its probe included) process `pid` holds: its own, and
+    its peers' it has mapped. Distinct files, as a mapping keeps a descriptor of its own."""
+    regions = set()
+    for name in os.listdir(f"/proc/{pid}/fd"):
+        path = f"/proc/{pid}/fd/{name}"
+        with contextlib.suppress(OSError):
+            if os.readlink(path).startswith("/memfd:launchpad-courier"):
+                regions.add(os.stat(path).st_ino)
+    return len(regions)
+
+
+def _array(nbytes: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).random(nbytes // 8)
+
+
+@pytest.fixture
+def regions_before():
+    """The number of regions this process holds before the test (its probe made first)."""
+    shared_memory.local_probe()
+    return _regions()
+
+
+# ----------------------------------------------------------------------------- writer and reader
+
+
+def test_writer_places_parts_that_a_reader_copies_out_read_only():
+    writer, reader = shared_memory.Writer(), shared_memory.Reader(os.getpid())
+    array = _array(3 * LARGE)
+    try:
+        first, second = writer.place([b"x" * LARGE, memoryview(array).cast("B")])
+        assert bytes(reader.take(memoryview(first))) == b"x" * LARGE
+        copied = reader.take(memoryview(second))
+        assert copied.readonly
+        assert np.array_equal(np.frombuffer(copied, array.dtype), array)
+    finally:
+        writer.close()
+        reader.close()
+
+
+def test_reset_reuses_the_region_from_its_start():
+    writer = shared_memory.Writer()
+    try:
+        before = writer.place([b"a" * LARGE])[0]
+        writer.reset()
+        after = writer.place([b"b" * LARGE])[0]
+        assert before == after  # same region, same place
+    finally:
+        writer.close()
+
+
+def test_a_region_outgrown_stays_readable_until_the_next_reset(regions_before):
+    writer, reader = shared_memory.Writer(), shared_memory.Reader(os.getpid())
+    try:
+        small = writer.place([b"s" * LARGE])[0]
+        large = writer.place([b"L" * (4 << 20)])[0]  # does not fit: a new, larger region
+        assert _regions() == regions_before + 2
+        assert bytes(reader.take(memoryview(small))) == b"s" * LARGE
+        assert bytes(reader.take(memoryview(large))) == b"L" * (4 << 20)
+        writer.reset()
+        assert _regions() == regions_before + 1
+        with pytest.raises(ValueError, match="gone|no longer"):
+            reader.take(memoryview(small))
+    finally:
+        writer.close()
+        reader.close()
+    assert _regions() == regions_before
+
+
+def test_a_region_much_larger_than_messages_need_is_given_back():
+    writer = shared_memory.Writer()
+    try:
+        huge = writer.place([b"h" * (20 << 20)])[0]
+        writer.reset()
+        small = writer.place([b"s" * LARGE])[0]
+        assert small[:12] == huge[:12]  # the large need is recent: the region is kept
+        writer.reset()
+        again = writer.place([b"s" * LARGE])[0]
+        assert again[:12] != huge[:12]  # a new region (fd and nonce differ)
+    finally:
+        writer.close()
+
+
+def test_a_reference_whose_descriptor_now_names_another_region_is_refused():
+    # As after a writer closed a region and the fd number was reused: the nonce differs.
+    first, second = shared_memory.Writer(), shared_memory.Writer()
+    reader = shared_memory.Reader(os.getpid())
+    try:
+        reference = first.place([b"r" * LARGE])[0]
+        other = second.place([b"o" * LARGE])[0]
+        forged = other[:4] + reference[4:]  # the other region's fd, the first one's nonce
+        with pytest.raises(ValueError, match="no longer the shared-memory region"):
+            reader.take(memoryview(forged))
+    finally:
+        first.close()
+        second.close()
+        reader.close()
+
+
+def test_a_reference_outside_its_region_is_refused():
+    writer, reader = shared_memory.Writer(), shared_memory.Reader(os.getpid())
+    try:
+        reference = bytearray(writer.place([b"o" * LARGE])[0])
+        reference[12:20] = (1 << 40).to_bytes(8, "little")  # the offset
+        with pytest.raises(ValueError, match="outside its region"):
+            reader.take(memoryview(bytes(reference)))
+    finally:
+        writer.close()
+        reader.close()
+
+
+def test_probes():
+    assert shared_memory.verify_probe(shared_memory.local_probe()) == os.getpid()
+    pid, fd, nonce = shared_memory.local_probe().split(":")
+    assert shared_memory.verify_probe(f"{pid}:{fd}:{int(nonce) ^ 1}") is None
+    assert shared_memory.verify_probe(f"{pid}:999999:{nonce}") is None
+    assert shared_memory.verify_probe("not a probe") is None
+    assert shared_memory.verify_probe("") is None
+
+
+@pytest.mark.parametrize("address, same", [
+    ("127.0.0.1:80", True), ("127.3.2.1:80", True), ("localhost:1", True), ("[::1]:5", True),
+    ("10.0.0.7:80", False), ("example.com:443", False), ("[2001:db8::1]:5", False),
+])
+def test_only_loopback_addresses_are_offered_shared_memory(address, same):
+    assert shared_memory.is_same_host(address) is same
+
+
+@pytest.mark.parametrize("value", ["0", "false", "No"])
+def test_the_environment_switch_turns_it_off(monkeypatch, value):
+    monkeypatch.setenv(shared_memory.ENV_SWITCH, value)
+    assert not shared_memory.enabled()
+
+
+# ----------------------------------------------------------------------------- through courier
+
+
+class Arrays:
+    """Served: returns what it gets, or makes large values from small calls."""
+
+    def identity(self, value):
+        return value
+
+    def zeros(self, count):
+        return np.zeros(count, np.float32)
+
+    def sum(self, array):
+        return float(array.sum())
+
+
+def test_large_values_cross_both_ways_through_shared_memory(serve, connect, regions_before):
+    client = connect(serve(Arrays(), token=TOKEN), token=TOKEN)
+    array = _array(4 << 20)
+    assert client.identity(b"warm-up") == b"warm-up"  # the lane is agreed on the first call
+    result = client.identity(array)
+    assert np.array_equal(result, array)
+    assert not result.flags.writeable  # as inline arrays: read-only views
+    assert client.identity(b"b" * (3 * LARGE)) == b"b" * (3 * LARGE)  # an in-band pickle
+    # One region written by the client and one by the server.
+    assert _regions() == regions_before + 2
+
+
+def test_a_small_call_gets_a_large_reply_through_shared_memory(serve, connect, regions_before):
+    client = connect(serve(Arrays(), token=TOKEN), token=TOKEN)
+    client.zeros(1)
+    assert client.zeros(1 << 20).nbytes == 4 << 20
+    assert _regions() == regions_before + 1  # only the server wrote a region
+
+
+def test_calls_in_flight_together_share_one_message_and_region(serve, connect):
+    client = connect(serve(Arrays(), token=TOKEN), token=TOKEN)
+    client.sum(np.ones(4))
+    arrays = [_array(2 * LARGE, seed) for seed in range(16)]
+    futures = [client.futures.identity(array) for array in arrays]
+    for future, array in zip(futures, arrays, strict=True):
+        assert np.array_equal(future.result(timeout=30), array)
+
+
+def test_regions_are_given_back_when_client_and_server_stop(serve, connect, regions_before):
+    server = serve(Arrays(), token=TOKEN)
+    client = connect(server, token=TOKEN)
+    for _ in range(3):
+        client.identity(_array(2 << 20))
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:  # several streams, several lanes
+        list(pool.map(client.sum, [_array(LARGE, seed) for seed in range(8)]))
+    assert _regions() > regions_before
+    client.close()
+    server.stop()
+    assert _regions() == regions_before
+
+
+def test_with_the_switch_off_large_values_travel_inline(serve, connect, monkeypatch,
+                                                       regions_before):
+    monkeypatch.setenv(shared_memory.ENV_SWITCH, "0")
+    client = connect(serve(Arrays(), token=TOKEN), token=TOKEN)
+    array = _array(2 << 20)
+    for _ in range(2):
+        assert np.array_equal(client.identity(array), array)
+    assert _regions() == regions_before
+
+
+def test_when_no_region_can_be_had_parts_travel_inline(serve, connect, monkeypatch,
+                                                       regions_before):
+    client = connect(serve(Arrays(), token=TOKEN), token=TOKEN)
+    client.identity(None)
+
+    def no_memory(fd, offset, length):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "posix_fallocate", no_memory)
+    array = _array(2 << 20)
+    assert np.array_equal(client.identity(array), array)
+    assert _regions() == regions_before
+
+
+def _stream_with_lane(channel) -> transport.Stream:
+    """A raw stream that has agreed on a lane with its server."""
+    stream = transport.Stream(channel, TOKEN, offer_shared_memory=True)
+    frame = serialization.encode_frame(
+        Kind.CALL, 1, "identity", serialization.dumps_call_arguments("identity", (1,), {}))
+    stream.exchange(serialization.join_message([frame]))
+    assert stream.lane is not None
+    return stream
+
+
+def _large_call(lane: shared_memory.Lane) -> bytes:
+    parts = serialization.dumps_call_arguments("identity", (_array(2 * LARGE),), {})
+    frame = serialization.encode_frame(Kind.CALL, 2, "identity", parts)
+    return serialization.join_message([frame], lane)
+
+
+def _assert_stream_dropped(stream: transport.Stream, message: bytes) -> None:
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        reply = pool.submit(stream.exchange, message)
+        done = concurrent.futures.wait([reply], timeout=5).done
+        if not done:
+            stream.cancel()
+        assert done, "the server did not end the stream"
+        with pytest.raises(transport.StreamBroken):
+            reply.result()
+    stream.finish()
+
+
+def test_a_reference_to_a_region_that_is_gone_drops_only_its_stream(serve, connect):
+    server = serve(Arrays(), token=TOKEN)
+    channel = transport.open_channel(server.address, compress=False)
+    try:
+        stream = _stream_with_lane(channel)
+        message = _large_call(stream.lane)
+        stream.lane.writer.close()  # the region goes before the server reads it
+        _assert_stream_dropped(stream, message)
+    finally:
+        channel.close()
+    assert connect(server, token=TOKEN).sum(np.ones(3)) == 3.0
+
+
+def test_a_shared_part_on_a_stream_without_a_lane_drops_only_its_stream(serve, connect):
+    server = serve(Arrays(), token=TOKEN)
+    channel = transport.open_channel(server.address, compress=False)
+    own_lane = shared_memory.Lane(os.getpid())
+    try:
+        stream = transport.Stream(channel, TOKEN)  # offers nothing
+        _assert_stream_dropped(stream, _large_call(own_lane))
+    finally:
+        own_lane.close()
+        channel.close()
+    assert connect(server, token=TOKEN).sum(np.ones(2)) == 2.0
+
+
+# ----------------------------------------------------------------------------- another process
+
+_CHILD = textwrap.dedent("""
+    import sys
+    import numpy as np
+    from launchpad import courier
+
+    class Arrays:
+        def identity(self, value):
+            return value
+
+        def zeros(self, count):
+            return np.zeros(count, np.float32)
+
+    server = courier.Server(Arrays(), token=sys.argv[1])
+    server.start()
+    print(server.port, flush=True)
+    sys.stdin.read()
+    server.stop()
+""")
+
+
+@contextlib.contextmanager
+def _child_server(env: dict[str, str] | None = None):
+    """A courier server in another process; yields (pid, address)."""
+    proc = subprocess.Popen([sys.executable, "-c", _CHILD, TOKEN], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, env={**os.environ, **(env or {})})
+    try:
+        ready, _, _ = select.select([proc.stdout], [], [], 30)
+        assert ready, "the child server printed no port within 30 s"
+        port = int(proc.stdout.readline())
+        yield proc.pid, f"127.0.0.1:{port}"
+    finally:
+        proc.stdin.close()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+
+
+def test_another_process_on_this_host_shares_memory_both_ways(connect, regions_before):
+    with _child_server() as (pid, address):
+        client = connect(address, token=TOKEN)
+        client.identity(0)
+        array = _array(8 << 20, seed=3)
+        assert np.array_equal(client.identity(array), array)
+        assert client.zeros(1 << 20).sum() == 0.0
+        assert _regions() == regions_before + 2  # our requests' region, the child's replies'
+        assert _regions(pid) == 3  # the child's probe, and the same two regions
+        client.close()
+
+
+def test_a_process_with_the_switch_off_is_answered_inline(connect, regions_before):
+    with _child_server({shared_memory.ENV_SWITCH: "0"}) as (pid, address):
+        client = connect(address, token=TOKEN)
+        array = _array(2 << 20, seed=4)
+        for _ in range(2):
+            assert np.array_equal(client.identity(array), array)
+        assert _regions() == regions_before
+        assert _regions(pid) == 0
+        client.close()
+
+
+def test_an_unreachable_server_still_fails_with_its_address(connect):
+    client = connect("127.0.0.1:1", token=TOKEN, connect_timeout=0.5)
+    with pytest.raises(errors.ServerUnavailableError, match="127.0.0.1:1"):
+        client.identity(_array(2 * LARGE))
