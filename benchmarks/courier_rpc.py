@@ -7,6 +7,8 @@ What is measured, each for courier and for the raw-gRPC baseline:
 
 * latency: sequential round trips from one thread (after a warm-up), p50 and p99 in
   microseconds, for three payloads: None, 1 KiB of bytes, and a 1 MiB float32 numpy array;
+  for the array also courier with its same-host shortcut turned off (`courier_inline`), which
+  is what a call to another host pays;
 * throughput with 4 threads sharing one client, each making sequential small calls for a fixed
   duration (calls/s);
 * throughput with one thread keeping 16 small calls in flight for a fixed duration (calls/s).
@@ -20,15 +22,17 @@ gRPC alone costs per call. Courier adds pickling, framing, a method name
 and matching replies to calls, but carries its calls on long-lived bidirectional streams, runs
 each call on its stream's own server thread and coalesces calls queued together into one
 message; on a 2-core machine Python's per-message work dominates (see shared/notes/STACK.md), so
-courier can be faster than the baseline. The targets are: courier's p50 latency no higher than
-the baseline's, and its throughput no lower.
+courier can be faster than the baseline. Between processes of one host, as here, courier
+passes large parts through shared memory (launchpad/courier/shared_memory.py); the
+`courier_inline` figure shows the same calls through gRPC alone. The targets are: courier's
+p50 latency no higher than the baseline's, and its throughput no lower.
 
 The speed of a small virtual machine drifts by tens of percent over seconds, so every figure
 is measured in interleaved rounds (courier, then raw gRPC, `--rounds` times): latency
 percentiles pool the samples of all rounds, throughput sums calls over all rounds. Both sides
 see the same drift, and the ratios stay meaningful.
 
-Both servers run in their own processes (a server in the client's process would share its GIL
+All servers run in their own processes (a server in the client's process would share its GIL
 and cores unlike any real deployment). Each child prints its bound port on stdout and exits when
 its stdin closes, so neither outlives this script.
 """
@@ -41,6 +45,7 @@ import contextlib
 import dataclasses
 import faulthandler
 import json
+import os
 import platform
 import select
 import subprocess
@@ -55,6 +60,7 @@ import numpy as np
 
 from benchmarks import _rawgrpc_server
 from launchpad import courier
+from launchpad.courier import shared_memory
 
 Call = Callable[[Any], Any]
 Submit = Callable[[Any], Any]  # returns a future with .result(timeout)
@@ -63,6 +69,8 @@ PORT_TIMEOUT_S = 30.0
 RESULT_TIMEOUT_S = 60.0
 PAYLOAD_NAMES = ("none", "1kib", "1mib_f32")
 IMPLEMENTATIONS = ("courier", "raw_grpc")
+# Measured beside the others for the large payload only: courier without shared memory.
+INLINE = "courier_inline"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,10 +129,12 @@ def _stop_child(proc: subprocess.Popen) -> None:
 
 
 @contextlib.contextmanager
-def child_server(module: str) -> Iterator[int]:
-    """Runs `python -m benchmarks.<module>` and yields the port it serves on."""
+def child_server(module: str, env: dict[str, str] | None = None) -> Iterator[int]:
+    """Runs `python -m benchmarks.<module>` (with `env` added to the environment) and yields
+    the port it serves on."""
     proc = subprocess.Popen([sys.executable, "-m", f"benchmarks.{module}"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            env={**os.environ, **(env or {})})
     try:
         port = _read_port(proc, module, PORT_TIMEOUT_S)
         log(f"{module} (pid {proc.pid}) serves on port {port}")
@@ -261,16 +271,19 @@ def latency_section(targets: dict[str, Target], settings: Settings) -> dict[str,
         large = payload_name == "1mib_f32"
         warmup = settings.warmup_large if large else settings.warmup_small
         calls = (settings.calls_large if large else settings.calls_small) // settings.rounds
-        samples: dict[str, list[np.ndarray]] = {name: [] for name in IMPLEMENTATIONS}
+        names = IMPLEMENTATIONS + (INLINE,) if large else IMPLEMENTATIONS
+        samples: dict[str, list[np.ndarray]] = {name: [] for name in names}
         log(f"latency {payload_name}: {settings.rounds} rounds of {calls} calls each")
         for _ in range(settings.rounds):
-            for name in IMPLEMENTATIONS:
+            for name in names:
                 target = targets[name]
                 samples[name].append(latency_samples(
                     target.call, target.payloads[payload_name], warmup, calls))
-        row: dict[str, Any] = {name: percentiles(samples[name]) for name in IMPLEMENTATIONS}
+        row: dict[str, Any] = {name: percentiles(samples[name]) for name in names}
         row["ratio_p50"] = ratio(row["courier"]["p50"], row["raw_grpc"]["p50"])
         row["ratio_p99"] = ratio(row["courier"]["p99"], row["raw_grpc"]["p99"])
+        if large:  # not a target: what a call to another host pays
+            row[f"{INLINE}_ratio_p50"] = ratio(row[INLINE]["p50"], row["raw_grpc"]["p50"])
         section[payload_name] = row
     return section
 
@@ -308,11 +321,14 @@ def targets_met(report: dict[str, Any]) -> bool:
 def run(settings: Settings) -> dict[str, Any]:
     """Starts both servers, measures, stops everything; returns the report."""
     with contextlib.ExitStack() as stack:
-        # Both children start before this process creates any gRPC object.
+        # The children start before this process creates any gRPC object.
         courier_port = stack.enter_context(child_server("_courier_server"))
+        inline_port = stack.enter_context(child_server(
+            "_courier_server", {shared_memory.ENV_SWITCH: "0"}))
         raw_port = stack.enter_context(child_server("_rawgrpc_server"))
         targets = {"courier": courier_target(stack, courier_port),
-                   "raw_grpc": raw_target(stack, raw_port)}
+                   "raw_grpc": raw_target(stack, raw_port),
+                   INLINE: courier_target(stack, inline_port)}
         for name, target in targets.items():
             check_echo(name, target)
         report: dict[str, Any] = {

@@ -36,6 +36,7 @@ from __future__ import annotations
 import ipaddress
 import mmap
 import os
+import stat
 import struct
 import threading
 import weakref
@@ -208,7 +209,7 @@ class Reader:
     def _open(self, fd: int, nonce: int) -> None:
         self.close()
         try:
-            descriptor = os.open(f"/proc/{self._pid}/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC)
+            descriptor = _open_peer_file(self._pid, fd)
         except OSError as e:
             raise ValueError(f"the peer's shared-memory region (fd {fd} of pid {self._pid}) "
                              f"is gone: {e}") from e
@@ -221,6 +222,17 @@ class Reader:
             raise ValueError(f"fd {fd} of pid {self._pid} is no longer the shared-memory "
                              "region a message referenced")
         self._key, self._map, self._view = (fd, nonce), region_map, memoryview(region_map)
+
+
+def _open_peer_file(pid: int, fd: int) -> int:
+    """Opens a file another process holds open, read-only. Without blocking, and only a
+    regular file (a memory file is one): a reference must never make us wait on a pipe or
+    open a device."""
+    descriptor = os.open(f"/proc/{pid}/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+        os.close(descriptor)
+        raise OSError(f"fd {fd} of pid {pid} is not a memory file")
+    return descriptor
 
 
 class Lane:
@@ -262,7 +274,7 @@ def verify_probe(probe: str) -> int | None:
 
 
 def _read_nonce(pid: int, fd: int) -> int:
-    descriptor = os.open(f"/proc/{pid}/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC)
+    descriptor = _open_peer_file(pid, fd)
     try:
         head = os.pread(descriptor, _NONCE.size, 0)
     finally:

@@ -368,3 +368,14 @@ def test_an_unreachable_server_still_fails_with_its_address(connect):
     client = connect("127.0.0.1:1", token=TOKEN, connect_timeout=0.5)
     with pytest.raises(errors.ServerUnavailableError, match="127.0.0.1:1"):
         client.identity(_array(2 * LARGE))
+
+
+@pytest.mark.timeout(10)
+def test_a_probe_naming_a_pipe_is_refused_without_waiting(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    held = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # no writer: a plain open would wait
+    try:
+        assert shared_memory.verify_probe(f"{os.getpid()}:{held}:1") is None
+    finally:
+        os.close(held)
