@@ -14,6 +14,11 @@ therefore use more streams. When a stream fails the connection is `broken`: its 
 and the client opens a new connection (resolving the address again) for later calls. A
 stream nobody watched since its last call may have died with its server; the channel's state
 tells, and such a connection is replaced before the call is sent.
+
+To a server on this host, a stream may carry large parts through shared memory (its
+transport's `lane`, see shared_memory.py). Its region is reused from the start for every
+message sent, which is safe because of the rule above: by then the server has answered, so it
+has read every part of the previous message.
 """
 
 from __future__ import annotations

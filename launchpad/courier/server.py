@@ -14,6 +14,11 @@ A method that returns a `concurrent.futures.Future` (a batched handler does) is 
 the future completes, without holding a call slot meanwhile. A server can start before its
 object exists (`Server(None)` then `serve(obj)`): calls that arrive early wait for it, so a node
 can publish its address before it builds the object that answers.
+
+A client on this host may send large parts through shared memory (the stream's lane, see
+shared_memory.py), and invite replies the same way. The lane's region for replies is reused
+from its start when the next message arrives: the client sends it only after reading every
+reply to the one before.
 """
 
 from __future__ import annotations
