@@ -59,9 +59,11 @@ _SHRINK_ABOVE = 16 << 20
 
 
 def enabled() -> bool:
-    """Whether this process may use shared memory with its peers (Linux, switch not off)."""
-    return (hasattr(os, "memfd_create") and os.path.isdir("/proc/self/fd")
-            and os.environ.get(ENV_SWITCH, "1").strip().lower() not in ("0", "false", "no"))
+    """Whether this process may use shared memory with its peers: on Linux, where it can make
+    memory files (a sandbox may forbid them), unless the switch is off."""
+    return (os.environ.get(ENV_SWITCH, "1").strip().lower() not in ("0", "false", "no")
+            and hasattr(os, "memfd_create") and os.path.isdir("/proc/self/fd")
+            and local_probe() is not None)
 
 
 def is_same_host(address: str) -> bool:
@@ -250,17 +252,22 @@ class Lane:
 # ----------------------------------------------------------------------------- probes
 
 _probe_lock = threading.Lock()
-# The process's probe region and its 'pid:fd:nonce', kept for the life of the process.
-_probe: tuple[int, _Region, str] | None = None
+# The pid that made the probe, the probe's region and its 'pid:fd:nonce' (both None when no
+# memory file could be made), kept for the life of the process.
+_probe: tuple[int, _Region | None, str | None] | None = None
 
 
-def local_probe() -> str:
-    """This process's probe, 'pid:fd:nonce' (made once per process)."""
+def local_probe() -> str | None:
+    """This process's probe, 'pid:fd:nonce' (made once per process); None if this process
+    cannot make memory files (then it uses no shared memory at all)."""
     global _probe
     with _probe_lock:
         if _probe is None or _probe[0] != os.getpid():  # a forked child makes its own
-            region = _Region(_ALIGN)
-            _probe = (os.getpid(), region, f"{os.getpid()}:{region.fd}:{region.nonce}")
+            try:
+                region = _Region(_ALIGN)
+                _probe = (os.getpid(), region, f"{os.getpid()}:{region.fd}:{region.nonce}")
+            except OSError:  # e.g. memfd_create forbidden by a seccomp profile
+                _probe = (os.getpid(), None, None)
         return _probe[2]
 
 

@@ -125,8 +125,7 @@ def accept_shared_memory(context: grpc.ServicerContext) -> shared_memory.Lane | 
     if peer is None:
         return None
     try:
-        context.send_initial_metadata(
-            ((SHARED_MEMORY_METADATA_KEY, shared_memory.local_probe()),))
+        context.send_initial_metadata(((SHARED_MEMORY_METADATA_KEY, shared_memory.local_probe()),))
     except grpc.RpcError:  # the client is gone already
         return None
     return shared_memory.Lane(peer)
@@ -203,8 +202,9 @@ class Stream:
         self._status: StreamBroken | None = None
         self.lane: shared_memory.Lane | None = None
         metadata = ((TOKEN_METADATA_KEY, token),)
-        if offer_shared_memory:
-            metadata += ((SHARED_MEMORY_METADATA_KEY, shared_memory.local_probe()),)
+        probe = shared_memory.local_probe() if offer_shared_memory else None
+        if probe is not None:
+            metadata += ((SHARED_MEMORY_METADATA_KEY, probe),)
         operations = (
             ((cygrpc.SendInitialMetadataOperation(metadata, _NO_FLAGS),), _START),
             ((cygrpc.ReceiveInitialMetadataOperation(_NO_FLAGS),), _INITIAL_METADATA),

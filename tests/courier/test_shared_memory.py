@@ -379,3 +379,38 @@ def test_a_probe_naming_a_pipe_is_refused_without_waiting(tmp_path):
         assert shared_memory.verify_probe(f"{os.getpid()}:{held}:1") is None
     finally:
         os.close(held)
+
+
+_SANDBOXED = textwrap.dedent("""
+    import errno
+    import os
+
+    def forbidden(*args, **kwargs):
+        raise PermissionError(errno.EPERM, "Operation not permitted")
+
+    os.memfd_create = forbidden  # as under a seccomp profile that denies memfd_create
+
+    import numpy as np
+    from launchpad import courier
+    from launchpad.courier import shared_memory
+
+    class Arrays:
+        def identity(self, value):
+            return value
+
+    assert not shared_memory.enabled()
+    with courier.Server(Arrays()) as server:
+        client = courier.Client(server.address)
+        array = np.arange(1 << 20, dtype=np.float32)
+        for _ in range(2):
+            assert np.array_equal(client.identity(array), array)
+        client.close()
+    print("ok")
+""")
+
+
+def test_a_process_that_cannot_make_memory_files_works_without_them():
+    result = subprocess.run([sys.executable, "-c", _SANDBOXED], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"
