@@ -8,13 +8,29 @@ every `Blocker` handed out is released first, so no handler thread stays blocked
 
 from __future__ import annotations
 
+import concurrent.futures
 import threading
 
 import pytest
 
 from launchpad import courier
+from launchpad.courier import transport
 
 TOKEN = "test-secret-token"
+
+
+def assert_server_ends_stream(stream: transport.Stream, message: bytes) -> None:
+    """Sends `message` on a raw stream and asserts the server ends that stream (an error status
+    or a clean end) within 5 s, rather than answering or hanging."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        reply = pool.submit(stream.exchange, message)
+        done = concurrent.futures.wait([reply], timeout=5).done
+        if not done:
+            stream.cancel()
+        assert done, "the server did not end the stream"
+        with pytest.raises(transport.StreamBroken):
+            reply.result()
+    stream.finish()
 
 
 class Blocker:

@@ -12,7 +12,7 @@ import pytest
 
 from launchpad import courier
 from launchpad.courier import transport
-from tests.courier.conftest import TOKEN, Service
+from tests.courier.conftest import TOKEN, Service, assert_server_ends_stream
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -274,16 +274,7 @@ def _truncated_header_message() -> bytes:
 def test_malformed_message_ends_its_stream_and_server_keeps_serving(client, server, message):
     channel = transport.open_channel(server.address, compress=False)
     try:
-        stream = transport.Stream(channel, TOKEN)
-        with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            reply = pool.submit(stream.exchange, message)
-            # The server ends the stream (an error status or a clean end); hanging is not fine.
-            done = concurrent.futures.wait([reply], timeout=2).done
-            if not done:
-                stream.cancel()
-            assert done, "the server did not end the malformed stream"
-            with pytest.raises(transport.StreamBroken):
-                reply.result()
+        assert_server_ends_stream(transport.Stream(channel, TOKEN), message)
     finally:
         channel.close()
     assert client.ping() == "pong"

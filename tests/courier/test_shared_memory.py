@@ -20,7 +20,7 @@ import pytest
 
 from launchpad.courier import errors, serialization, shared_memory, transport
 from launchpad.courier.serialization import Kind
-from tests.courier.conftest import TOKEN
+from tests.courier.conftest import TOKEN, assert_server_ends_stream
 
 pytestmark = [
     pytest.mark.timeout(60),
@@ -261,18 +261,6 @@ def _large_call(lane: shared_memory.Lane) -> bytes:
     return serialization.join_message([frame], lane)
 
 
-def _assert_stream_dropped(stream: transport.Stream, message: bytes) -> None:
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        reply = pool.submit(stream.exchange, message)
-        done = concurrent.futures.wait([reply], timeout=5).done
-        if not done:
-            stream.cancel()
-        assert done, "the server did not end the stream"
-        with pytest.raises(transport.StreamBroken):
-            reply.result()
-    stream.finish()
-
-
 def test_a_reference_to_a_region_that_is_gone_drops_only_its_stream(serve, connect):
     server = serve(Arrays(), token=TOKEN)
     channel = transport.open_channel(server.address, compress=False)
@@ -280,7 +268,7 @@ def test_a_reference_to_a_region_that_is_gone_drops_only_its_stream(serve, conne
         stream = _stream_with_lane(channel)
         message = _large_call(stream.lane)
         stream.lane.writer.close()  # the region goes before the server reads it
-        _assert_stream_dropped(stream, message)
+        assert_server_ends_stream(stream, message)
     finally:
         channel.close()
     assert connect(server, token=TOKEN).sum(np.ones(3)) == 3.0
@@ -292,7 +280,7 @@ def test_a_shared_part_on_a_stream_without_a_lane_drops_only_its_stream(serve, c
     own_lane = shared_memory.Lane(os.getpid())
     try:
         stream = transport.Stream(channel, TOKEN)  # offers nothing
-        _assert_stream_dropped(stream, _large_call(own_lane))
+        assert_server_ends_stream(stream, _large_call(own_lane))
     finally:
         own_lane.close()
         channel.close()
