@@ -279,7 +279,6 @@ class Stream:
                     self._status = StreamBroken(code, operation.details() or "")
         return event
 
-
     def _accept_lane(self, event) -> None:
         for operation in event.batch_operations:
             if operation.type() == cygrpc.OperationType.receive_initial_metadata:
