@@ -13,6 +13,7 @@ from launchpad import courier
 from launchpad.address import Address, get_port_from_address
 from launchpad.courier import batched_handler, list_methods
 from launchpad.launch.controller import Controller
+from launchpad.launch.docker import DockerConfig
 from launchpad.launch.errors import (
     LaunchError,
     NodeEndedError,
@@ -53,7 +54,7 @@ __all__ = [
     # Courier
     "courier", "batched_handler", "list_methods",
     # Launch
-    "launch", "LaunchType", "Controller", "PythonProcess",
+    "launch", "LaunchType", "Controller", "PythonProcess", "DockerConfig",
     "LaunchError", "NodeEndedError", "NodeFailedError", "NodeNotReadyError", "ProgramStoppedError",
     "UnknownNodeError",
     # Stop

@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from launchpad.courier.threads import DaemonThreadPool
+
 
 def batched_handler(batch_size: int, max_parallelism: int = 1,
                     timeout: datetime.timedelta | float = datetime.timedelta(milliseconds=200),
@@ -108,8 +110,7 @@ class _Batcher:
         self._lock = threading.Lock()
         self._items: list = []
         self._generation = 0
-        self._pool = concurrent.futures.ThreadPoolExecutor(
-            max_parallelism, thread_name_prefix="courier-batch")
+        self._pool = DaemonThreadPool(max_parallelism, thread_name_prefix="courier-batch")
 
     def __call__(self, *args, **kwargs) -> Any:
         return self.__courier_submit__(*args, **kwargs).result()

@@ -23,6 +23,7 @@ reply to the one before.
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import contextvars
 import hmac
@@ -37,6 +38,7 @@ from absl import logging
 
 from launchpad.courier import errors, serialization, shared_memory, transport
 from launchpad.courier.serialization import Kind
+from launchpad.courier.threads import DaemonThreadPool
 
 LIST_METHODS = "__list_methods__"
 _MAX_WORKERS = 4096
@@ -88,11 +90,12 @@ class Server:
         # Calls received and not yet answered, and the outboxes of open streams: stop() lets
         # the first drain and then ends the second, so no accepted call loses its reply.
         self._in_flight = 0
+        self._unanswered: collections.Counter[str] = collections.Counter()  # method -> calls
         self._drained = threading.Condition()
         # Open streams -> whether their thread waits for the next message (all replied).
         self._streams: dict[grpc.ServicerContext, bool] = {}
         self._grpc_server: transport.GrpcServer | None = None
-        self._workers: concurrent.futures.ThreadPoolExecutor | None = None
+        self._workers: DaemonThreadPool | None = None
         # Tokens of the calls that may run at once (a C-level queue: cheap on the hot path).
         self._call_slots: queue.SimpleQueue = queue.SimpleQueue()
         for _ in range(thread_pool_size):
@@ -118,8 +121,7 @@ class Server:
         self._context = contextvars.copy_context()
         # Runs the calls of a message but its last; calls running at once are bounded by
         # _call_slots, not by the number of workers.
-        self._workers = concurrent.futures.ThreadPoolExecutor(
-            _MAX_WORKERS, thread_name_prefix="courier-worker")
+        self._workers = DaemonThreadPool(_MAX_WORKERS, thread_name_prefix="courier-worker")
         self._grpc_server = transport.start_server(self._stream, self._host, self._port)
         host = f"[{self._host}]" if ":" in self._host else self._host
         self._address = f"{host}:{self._grpc_server.port}"
@@ -144,8 +146,7 @@ class Server:
             self._ready.set()  # calls waiting for an object to serve fail now
             with self._drained:
                 if not self._drained.wait_for(self._quiet, timeout=grace):
-                    logging.warning("Courier server at %s stopped with %d call(s) unanswered "
-                                    "after %gs", self._address, self._in_flight, grace)
+                    self._warn_unanswered(grace)
                 streams = list(self._streams)
             for stream in streams:
                 stream.cancel()  # idle: its thread waits for a message that will not come
@@ -156,6 +157,16 @@ class Server:
                 self._drained.wait_for(lambda: not self._streams, timeout=_STREAMS_END_SECS)
             if self._workers is not None:
                 self._workers.shutdown(wait=False, cancel_futures=True)
+
+    def _warn_unanswered(self, grace: float) -> None:
+        """Names the calls still running after the grace period (lock held). Their threads
+        are left to them and end with their call, or with the process (see threads.py)."""
+        running = ", ".join(name if count == 1 else f"{name} (x{count})"
+                            for name, count in sorted(self._unanswered.items()))
+        logging.warning("Courier server at %s stopped with %d call(s) unanswered after %gs "
+                        "(%s); they are left to finish and do not keep the process alive",
+                        self._address, self._in_flight, grace,
+                        f"still running: {running}" if running else "replies not yet sent")
 
     def _quiet(self) -> bool:
         """Every call received has been answered and every reply sent (lock held)."""
@@ -216,6 +227,7 @@ class Server:
             accepted = not self._stopped.is_set()
             if accepted:
                 self._in_flight += len(frames)
+                self._unanswered.update(frame.name for frame in frames)
         if not accepted:
             for frame in frames:
                 outbox.put(_error_frame(frame.call_id, errors.ServerUnavailableError(
@@ -247,18 +259,23 @@ class Server:
             method = getattr(method, "__courier_submit__", method)
             result = method(*args, **kwargs)
         except BaseException as e:  # noqa: BLE001 - every failure goes back to the caller
-            self._reply(outbox, _error_frame(frame.call_id, e))
+            self._reply(outbox, name, _error_frame(frame.call_id, e))
             return
         if isinstance(result, concurrent.futures.Future):
             result.add_done_callback(
-                lambda f: self._reply(outbox, _future_frame(frame.call_id, name, f)))
+                lambda f: self._reply(outbox, name, _future_frame(frame.call_id, name, f)))
         else:
-            self._reply(outbox, _result_frame(frame.call_id, name, result))
+            self._reply(outbox, name, _result_frame(frame.call_id, name, result))
 
-    def _reply(self, outbox: queue.SimpleQueue, frames: list) -> None:
+    def _reply(self, outbox: queue.SimpleQueue, method: str, frames: list) -> None:
         outbox.put(frames)
         with self._drained:
             self._in_flight -= 1
+            left = self._unanswered[method] - 1
+            if left:
+                self._unanswered[method] = left
+            else:
+                del self._unanswered[method]
             if self._in_flight == 0:
                 self._drained.notify_all()
 

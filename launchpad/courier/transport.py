@@ -25,7 +25,6 @@ the server's answer in its initial metadata.
 
 from __future__ import annotations
 
-import concurrent.futures
 from collections.abc import Callable, Iterator
 
 import grpc
@@ -33,6 +32,7 @@ from grpc import _common as grpc_common
 from grpc._cython import cygrpc
 
 from launchpad.courier import allocator, errors, shared_memory
+from launchpad.courier.threads import DaemonThreadPool
 
 STREAM_METHOD = "/launchpad.courier.Courier/Stream"
 TOKEN_METADATA_KEY = "x-courier-token"
@@ -68,8 +68,7 @@ StreamHandler = Callable[[Iterator[bytes], grpc.ServicerContext], Iterator[bytes
 class GrpcServer:
     """A started gRPC server and the threads that run its streams."""
 
-    def __init__(self, server: grpc.Server, pool: concurrent.futures.ThreadPoolExecutor,
-                 port: int):
+    def __init__(self, server: grpc.Server, pool: DaemonThreadPool, port: int):
         self.port = port
         self._server = server
         self._pool = pool
@@ -77,7 +76,7 @@ class GrpcServer:
     def stop(self, grace: float | None) -> None:
         self._server.stop(grace).wait()
         # Stream threads run calls: one stuck in user code must not hold up the stop (a
-        # thread cannot be killed); it ends when its call returns.
+        # thread cannot be killed); it ends when its call returns, or with the process.
         self._pool.shutdown(wait=False)
 
 
@@ -87,8 +86,7 @@ def start_server(handler: StreamHandler, host: str, port: int) -> GrpcServer:
     method = grpc.stream_stream_rpc_method_handler(handler)
     service = grpc.method_handlers_generic_handler(
         STREAM_METHOD.split("/")[1], {STREAM_METHOD.split("/")[2]: method})
-    pool = concurrent.futures.ThreadPoolExecutor(max_workers=_MAX_STREAMS,
-                                                 thread_name_prefix="courier-stream")
+    pool = DaemonThreadPool(_MAX_STREAMS, thread_name_prefix="courier-stream")
     server = grpc.server(pool, handlers=[service], options=_SERVER_OPTIONS)
     target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     try:

@@ -358,6 +358,15 @@ class Controller:
             raise self._failure
         return True
 
+    def stop_and_wait(self) -> bool:
+        """Stops the program and blocks until every node has ended (Launchpad's name).
+
+        Raises:
+          NodeFailedError: a node failed before the stop.
+        """
+        self.stop()
+        return self.wait()
+
     @property
     def failure(self) -> errors.NodeFailedError | None:
         """The failure that stopped the program, if any."""

@@ -195,7 +195,10 @@ def serve(fd: int) -> None:
                 os.read(wake[0], 4096)
                 _reap(sock, children)
                 continue
-            message, fds, _, _ = socket.recv_fds(sock, _MAX_MESSAGE, 3)
+            try:
+                message, fds, _, _ = socket.recv_fds(sock, _MAX_MESSAGE, 3)
+            except OSError:  # ECONNRESET: the launcher went with our reports unread
+                message, fds = b"", []
             if not message:  # the launcher is done (or gone): serve the nodes left, then end
                 selector.unregister(sock)
                 open_socket = False

@@ -13,9 +13,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from absl import flags
+from absl import flags, logging
 
-from launchpad.launch import interrupts, local_mp, local_mt, test_mp, test_mt
+from launchpad.launch import at_exit, interrupts, local_mp, local_mt, test_mp, test_mt
 from launchpad.launch.controller import Controller
 from launchpad.launch.errors import LaunchError
 from launchpad.program import Program
@@ -41,6 +41,10 @@ _LAUNCHERS = {
     LaunchType.LOCAL_MULTI_PROCESSING: local_mp,
     LaunchType.TEST_MULTI_PROCESSING: test_mp,
 }
+
+
+# Launch types whose programs the interpreter's exit waits for (test launchers stop theirs).
+_WAITED_FOR_AT_EXIT = (LaunchType.LOCAL_MULTI_THREADING, LaunchType.LOCAL_MULTI_PROCESSING)
 
 
 def _define_flags(flag_values: flags.FlagValues) -> None:
@@ -104,8 +108,22 @@ def _check_local_resources(program: Program, local_resources: dict | None) -> No
                          f"{program.name!r} does not have; its groups: {sorted(program.groups)}")
 
 
+_xm_resources_noted = False
+
+
+def _ignore_xm_resources(xm_resources: Any, launch_type: LaunchType) -> None:
+    """Local launch types ignore Launchpad's XManager resources, saying so once."""
+    global _xm_resources_noted
+    if xm_resources is None or _xm_resources_noted:
+        return
+    _xm_resources_noted = True
+    logging.info("lp.launch: xm_resources are for XManager launches; launch_type %r ignores "
+                 "them", launch_type.value)
+
+
 def launch(programs: Program | Sequence[Program],
            launch_type: LaunchType | str | None = None,
+           xm_resources: dict | Sequence[dict] | None = None,
            local_resources: dict | None = None,
            test_case: Any = None,
            terminal: str | None = None,
@@ -117,10 +135,14 @@ def launch(programs: Program | Sequence[Program],
     Args:
       programs: the program, or a list of programs, to launch.
       launch_type: a LaunchType or its value; None reads --lp_launch_type (default local_mt).
+      xm_resources: Launchpad's XManager resources (group -> lp.DockerConfig); local launch
+        types accept and ignore them, so code written for Launchpad runs unchanged.
       local_resources: per-group settings for process launchers: group label ->
         lp.PythonProcess(args=, env=, interpreter=); thread launchers only check the labels.
       test_case: for test_* launch types, the unittest.TestCase (or pytest `request`) whose
-        cleanup stops the program; a node failure then fails the test.
+        cleanup stops the program; a node failure then fails the test. test_mt may go
+        without one, as in Launchpad: the program then runs until it is stopped, or until
+        the interpreter exits, which stops it.
       terminal: where process launchers send node output: 'current_terminal' (default),
         'output_to_files' or 'tmux_session' (or $LAUNCHPAD_LAUNCH_LOCAL_TERMINAL); thread
         launchers share the launching process's own output.
@@ -129,12 +151,17 @@ def launch(programs: Program | Sequence[Program],
       termination_notice_secs: seconds nodes get to finish after a stop (default 10, or
         --lp_termination_notice_secs).
 
+    When the launching script returns while a local_mt or local_mp program still runs, the
+    interpreter's exit waits for the program to stop, as in Launchpad (see at_exit.py).
+
     Raises:
       ValueError, TypeError: bad programs or options, named in the message.
     """
     single = isinstance(programs, Program)
     checked = [_check_program(p) for p in ([programs] if single else list(programs))]
-    launcher = _LAUNCHERS[_launch_type(launch_type)]
+    launch_type = _launch_type(launch_type)
+    launcher = _LAUNCHERS[launch_type]
+    _ignore_xm_resources(xm_resources, launch_type)
     options = {"test_case": test_case, "serialize_py_nodes": serialize_py_nodes,
                "local_resources": local_resources, "terminal": terminal}
     if hasattr(launcher, "validate"):
@@ -157,4 +184,6 @@ def launch(programs: Program | Sequence[Program],
                 controller.wait()
             raise
         controllers.append(controller)
+        if launch_type in _WAITED_FOR_AT_EXIT:
+            at_exit.wait_for(controller)
     return controllers[0] if single else controllers

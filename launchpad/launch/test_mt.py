@@ -1,12 +1,15 @@
 """test_mt: local_mt inside a test. The test's cleanup stops the program and waits for it,
 so a node failure fails the test and no node outlives it. Nodes are serialized by default,
-as a process launcher would, so unpicklable nodes are caught in tests."""
+as a process launcher would, so unpicklable nodes are caught in tests.
+
+As in Launchpad, test_mt also runs without a test case (Acme's tests launch so): the program
+then runs until it is stopped, or until the interpreter exits, which stops it."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from launchpad.launch import local_mt
+from launchpad.launch import at_exit, local_mt
 from launchpad.launch.controller import Controller
 from launchpad.program import Program
 
@@ -33,11 +36,15 @@ def stop_at_cleanup(test_case: Any, controller: Controller) -> None:
 
 
 def validate(*, test_case: Any, **unused: Any) -> None:
-    check_test_case(test_case, "test_mt", "local_mt")
+    if test_case is not None:
+        check_test_case(test_case, "test_mt", "local_mt")
 
 
 def launch(program: Program, controller: Controller, *, test_case: Any,
            serialize_py_nodes: bool | None, **unused: Any) -> None:
-    stop_at_cleanup(test_case, controller)
+    if test_case is None:
+        at_exit.stop(controller)
+    else:
+        stop_at_cleanup(test_case, controller)
     local_mt.launch(program, controller, serialize_py_nodes=serialize_py_nodes,
                     default_serialize=True)

@@ -30,6 +30,8 @@ import traceback
 from typing import Any
 
 import cloudpickle
+from absl import flags
+from absl import logging as absl_logging
 
 from launchpad import context
 from launchpad.courier import client as courier_client
@@ -124,12 +126,31 @@ def run_worker(spec: WorkerSpec) -> int:
                      args=(controller, node_context, spec.termination_notice_secs)).start()
     try:
         node: Any = cloudpickle.loads(spec.node)
+        _start_absl(spec.argv)
         node.run()
     except BaseException as e:  # noqa: BLE001 - reported to the launcher, whatever it is
         _write_report(spec.report_path, e)
-        traceback.print_exc()
+        if node_context.stop_event.is_set():
+            # Most likely a consequence of the stop (a node it called has ended): one line,
+            # the launcher logs it as a failure during the stop; the report has the traceback.
+            print(f"launchpad: node {node_context.name} raised while its program stopped: "
+                  f"{type(e).__name__}: {e}", file=sys.stderr, flush=True)
+        else:
+            traceback.print_exc()
         return EXIT_NODE_RAISED
     return 0
+
+
+def _start_absl(argv: list[str]) -> None:
+    """What `absl.app.run` does for a script, done for the node, as Launchpad's node processes
+    did: its absl flags are parsed from its arguments (its code is imported by now, so its
+    flags are defined; others are left alone), and absl logging goes to stderr at the flags'
+    verbosity, INFO by default, so a node's `logging.info` shows as under local_mt."""
+    if not flags.FLAGS.is_parsed():
+        flags.FLAGS(argv or [sys.argv[0]], known_only=True)
+        if flags.FLAGS["verbosity"].using_default_value:
+            flags.FLAGS.verbosity = 0  # INFO, as app.run sets it
+    absl_logging.use_absl_handler()
 
 
 def exit_process(code: int) -> None:

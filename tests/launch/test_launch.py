@@ -364,7 +364,7 @@ def test_launch_type_from_the_command_line_flag(monkeypatch, no_leaked_threads):
 
 @pytest.mark.parametrize("kwargs, message", [
     ({"launch_type": "nope"}, "Unknown launch_type 'nope'"),
-    ({"launch_type": "test_mt"}, "needs test_case="),
+    ({"launch_type": "test_mp"}, "needs test_case="),
     ({"launch_type": "local_mt", "local_resources": {"ghost": {}}}, "groups \\['ghost'\\]"),
 ])
 def test_bad_launch_arguments_are_named(kwargs, message):

@@ -1,0 +1,110 @@
+"""A thread pool whose threads never hold up the interpreter's exit.
+
+`concurrent.futures.ThreadPoolExecutor` joins its threads when the interpreter exits, so one
+call stuck in user code (a handler blocked on a server that has stopped) keeps the process
+alive for ever after its program has stopped. Courier runs user code on its pool threads
+(handlers, batched functions), and a stopped server has already given each such call its grace
+period and named it; so its threads are daemon threads: the process can end, and whatever a
+stuck call holds ends with it.
+
+The pool grows on demand up to `max_workers` and reuses idle threads, as ThreadPoolExecutor
+does; it also runs work submitted while the interpreter exits (ThreadPoolExecutor refuses it),
+which lets a program still stopping at exit finish in order.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import queue
+import threading
+from collections.abc import Callable
+from typing import Any
+
+_STOP = None  # a work item that tells one idle thread to end
+
+
+class DaemonThreadPool:
+    """Runs submitted callables on daemon threads (see the module doc).
+
+    Args:
+      max_workers: at most this many threads run at once; further work waits for one.
+      thread_name_prefix: names the threads (`prefix_N`), for stack dumps and profilers.
+    """
+
+    def __init__(self, max_workers: int, thread_name_prefix: str):
+        if max_workers < 1:
+            raise ValueError(f"max_workers must be >= 1, got {max_workers}")
+        self._max_workers = max_workers
+        self._prefix = thread_name_prefix
+        self._work: queue.SimpleQueue = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._threads = 0
+        self._idle = 0
+        self._shutdown = False
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any,
+               **kwargs: Any) -> concurrent.futures.Future:
+        """Runs `fn(*args, **kwargs)` on a pool thread; returns the future of its result.
+
+        Raises:
+          RuntimeError: the pool was shut down.
+        """
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        with self._lock:
+            if self._shutdown:
+                raise RuntimeError(f"The {self._prefix} thread pool is shut down")
+            self._work.put((future, fn, args, kwargs))
+            if self._idle:
+                self._idle -= 1  # that thread takes this item
+                return future
+            if self._threads < self._max_workers:
+                self._threads += 1
+                name = f"{self._prefix}_{self._threads - 1}"
+                threading.Thread(target=self._serve, name=name, daemon=True).start()
+        return future
+
+    def shutdown(self, wait: bool = False, *, cancel_futures: bool = False) -> None:
+        """Takes no more work; each thread ends once the work queued before has run.
+
+        Args:
+          wait: accepted for ThreadPoolExecutor's signature; a daemon pool never waits for
+            its threads (that is its purpose).
+          cancel_futures: cancel the work not yet started.
+        """
+        del wait
+        with self._lock:
+            if self._shutdown:
+                return
+            self._shutdown = True
+            threads = self._threads
+        if cancel_futures:
+            while True:
+                try:
+                    item = self._work.get_nowait()
+                except queue.Empty:
+                    break
+                if item is not _STOP:
+                    item[0].cancel()
+        for _ in range(threads):
+            self._work.put(_STOP)
+
+    def _serve(self) -> None:
+        while True:
+            item = self._work.get()
+            if item is _STOP:
+                return
+            future, fn, args, kwargs = item
+            del item
+            settle = None
+            if future.set_running_or_notify_cancel():
+                try:
+                    settle = (future.set_result, fn(*args, **kwargs))
+                except BaseException as e:  # noqa: BLE001 - the future carries it to its owner
+                    settle = (future.set_exception, e)
+            del fn, args, kwargs  # hold nothing of the work while idle
+            with self._lock:
+                # Idle before the result is out: the owner's next submit reuses this thread.
+                self._idle += 1
+            if settle is not None:
+                settle[0](settle[1])
+            del future, settle
