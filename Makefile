@@ -1,17 +1,20 @@
 # make demo: set up everything and run the main example (a distributed agent, launched locally).
-# make test: set up everything and run the whole test suite (and the core suite on Python 3.13).
+# make test: set up everything and run the whole test suite (and the core suite on Python 3.13,
+#            and the Acme acceptance suite).
+# make test-acme: Acme 0.4.0's own Launchpad tests and its distributed agents, run unchanged on ours.
 
 PYENV_ROOT ?= $(shell pyenv root 2>/dev/null || echo $(HOME)/.pyenv)
 PY311 := $(firstword $(wildcard $(PYENV_ROOT)/versions/3.11*/bin/python3.11) $(shell command -v python3.11))
 PY313 := $(firstword $(wildcard $(PYENV_ROOT)/versions/3.13*/bin/python3.13))
 VENV := .venv
 VENV313 := .venv313
+VENV_ACME := .venv-acme
 PIP_FLAGS := --quiet --disable-pip-version-check
 # The main venv has the full stack (the `reverb` extra of pyproject.toml: TensorFlow 2.15,
 # Reverb 0.14, numpy < 2, protobuf 4.25); the 3.13 venv has the core only, on the newest
 # grpcio/protobuf, so both ends of the supported range are tested.
 
-.PHONY: demo test test-core313 system-packages lint bench clean
+.PHONY: demo test test-core313 test-acme system-packages lint bench clean
 
 # System packages the tests use (tmux, for the tmux_session terminal), installed when missing.
 system-packages:
@@ -31,6 +34,16 @@ $(VENV313)/.installed: pyproject.toml
 	$(VENV313)/bin/pip install $(PIP_FLAGS) -e '.[dev]' --upgrade grpcio protobuf
 	touch $@
 
+# The acceptance suite's venv: our `reverb` extra, Acme 0.4.0 (without its pins, which are for
+# TF 2.8) and the versions of its dependencies that work on this stack (tests/acme/requirements.txt).
+$(VENV_ACME)/.installed: pyproject.toml tests/acme/requirements.txt
+	@test -n "$(PY311)" || { echo "Python 3.11 not found (pyenv or python3.11)"; exit 1; }
+	test -x $(VENV_ACME)/bin/python || $(PY311) -m venv $(VENV_ACME)
+	$(VENV_ACME)/bin/pip install $(PIP_FLAGS) --upgrade pip
+	$(VENV_ACME)/bin/pip install $(PIP_FLAGS) -e '.[reverb]' -r tests/acme/requirements.txt
+	$(VENV_ACME)/bin/pip install $(PIP_FLAGS) --no-deps dm-acme==0.4.0
+	touch $@
+
 demo: $(VENV)/.installed
 	$(VENV)/bin/python -m examples.agent.launch --lp_launch_type=local_mp
 
@@ -38,12 +51,18 @@ test: system-packages $(VENV)/.installed
 	$(VENV)/bin/ruff check launchpad tests examples benchmarks
 	$(VENV)/bin/python -m pytest -q tests
 	$(MAKE) test-core313
+	$(MAKE) test-acme
 
 # The core suite once more on Python 3.13 with the newest grpcio/protobuf, when 3.13 exists.
 test-core313:
 	@if [ -n "$(PY313)" ]; then \
 	  $(MAKE) $(VENV313)/.installed && $(VENV313)/bin/python -m pytest -q tests; \
 	else echo "Python 3.13 not found: skipping the 3.13 run"; fi
+
+# Acme's own Launchpad tests and distributed agents (tests/acme/test_acme.py). Acme's
+# examples/gym/lp_*.py run too when ACME_EXAMPLES_DIR names a copy of Acme v0.4.0's examples.
+test-acme: $(VENV_ACME)/.installed
+	$(VENV_ACME)/bin/python -m pytest -q tests/acme
 
 bench: $(VENV)/.installed
 	$(VENV)/bin/python -m benchmarks.courier_rpc
@@ -52,4 +71,4 @@ bench: $(VENV)/.installed
 	$(VENV)/bin/python -m benchmarks.replicator
 
 clean:
-	rm -rf $(VENV) $(VENV313) *.egg-info
+	rm -rf $(VENV) $(VENV313) $(VENV_ACME) *.egg-info

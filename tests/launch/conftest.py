@@ -1,10 +1,5 @@
-"""Fixtures for launching real programs: one test body per launch type, and leak checks for
-threads and processes."""
-
-import ctypes
-import os
-import threading
-import time
+"""Fixtures for launching real programs: one test body per launch type (the leak checks they
+use are in tests/conftest.py)."""
 
 import pytest
 
@@ -14,62 +9,6 @@ from tests.launch.helpers import Box
 THREAD_LAUNCH_TYPES = ["local_mt", "test_mt"]
 PROCESS_LAUNCH_TYPES = ["local_mp", "test_mp"]
 LAUNCH_TYPES = THREAD_LAUNCH_TYPES + PROCESS_LAUNCH_TYPES
-_PR_SET_CHILD_SUBREAPER = 36
-
-
-def pytest_configure(config):
-    # Orphaned descendants are re-parented to this process instead of init, so a node process
-    # that outlives its launcher is still seen (and failed) by `no_leaked_processes`.
-    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-
-
-def live_descendants() -> set[int]:
-    """Pids of this process's live (not zombie) descendants."""
-    children: dict[int, list[int]] = {}
-    states = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()
-        children.setdefault(int(fields[1]), []).append(int(entry))
-        states[int(entry)] = fields[0]
-    found, todo = set(), [os.getpid()]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            if child not in found:
-                found.add(child)
-                todo.append(child)
-    return {pid for pid in found if states.get(pid) != "Z"}
-
-
-@pytest.fixture
-def no_leaked_threads():
-    """Fails the test if a thread it started is still alive shortly after it ends."""
-    before = set(threading.enumerate())
-    yield
-    deadline = time.monotonic() + 10
-    for thread in set(threading.enumerate()) - before:
-        thread.join(max(0.0, deadline - time.monotonic()))
-    leaked = [t.name for t in set(threading.enumerate()) - before if t.is_alive()]
-    assert not leaked, f"threads left behind: {leaked}"
-
-
-@pytest.fixture
-def no_leaked_processes():
-    """Fails the test if a process it started (at any depth) is alive after it ends."""
-    before = live_descendants()
-    yield
-    deadline = time.monotonic() + 10
-    leaked = live_descendants() - before
-    while leaked and time.monotonic() < deadline:
-        time.sleep(0.05)  # polls for processes to vanish: there is no event to wait on
-        leaked = live_descendants() - before
-    assert not leaked, f"processes left behind: {sorted(leaked)}"
 
 
 @pytest.fixture

@@ -7,68 +7,28 @@ from __future__ import annotations
 
 import os
 import pickle
-import queue
 import select
 import signal
 import socket
 import subprocess
 import sys
-import threading
 
 import pytest
 
-from tests.launch.conftest import live_descendants
+from tests.processes import ROOT, Script, live_descendants
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("no_leaked_processes")]
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TIMEOUT = 60
 NOISE = ("Traceback", "cannot schedule new futures", "Exception ignored")
 
 
-class Script:
-    """A launching script run as its own process, its output read line by line."""
-
-    def __init__(self, kind: str, launch_type: str):
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "tests.launch.exit_scripts", kind, launch_type], cwd=ROOT,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        self.lines: list[str] = []
-        self._queue: queue.Queue = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        for line in self.process.stdout:
-            self._queue.put(line)
-        self._queue.put(None)
-
-    def wait_for(self, text: str) -> None:
-        while True:
-            try:
-                line = self._queue.get(timeout=TIMEOUT)
-            except queue.Empty:
-                raise AssertionError(f"no {text!r} within {TIMEOUT}s: {self.output}") from None
-            if line is None:
-                raise AssertionError(f"the script ended without printing {text!r}: "
-                                     f"{self.output}")
-            self.lines.append(line)
-            if text in line:
-                return
-
-    def finish(self) -> int:
-        returncode = self.process.wait(timeout=TIMEOUT)
-        while (line := self._queue.get(timeout=TIMEOUT)) is not None:
-            self.lines.append(line)
-        self.process.stdout.close()
-        return returncode
-
-    @property
-    def output(self) -> str:
-        return "".join(self.lines)
+def _script(kind: str, launch_type: str) -> Script:
+    return Script(["-m", "tests.launch.exit_scripts", kind, launch_type], timeout=TIMEOUT)
 
 
 @pytest.mark.parametrize("launch_type", ["local_mt", "local_mp"])
 def test_the_program_outlives_main_and_ctrl_c_stops_it_cleanly(launch_type):
-    script = Script("returns", launch_type)
+    script = _script("returns", launch_type)
     script.wait_for("main returned")
     script.wait_for("waiting for returns to stop")
     assert script.process.poll() is None  # main has returned; the program still runs
@@ -79,7 +39,7 @@ def test_the_program_outlives_main_and_ctrl_c_stops_it_cleanly(launch_type):
 
 
 def test_a_second_ctrl_c_at_exit_kills_a_node_that_ignores_the_stop():
-    script = Script("stubborn", "local_mp")
+    script = _script("stubborn", "local_mp")
     script.wait_for("waiting for stubborn to stop")
     script.process.send_signal(signal.SIGINT)
     script.wait_for("launchpad: stopping")
@@ -90,7 +50,7 @@ def test_a_second_ctrl_c_at_exit_kills_a_node_that_ignores_the_stop():
 
 @pytest.mark.parametrize("launch_type", ["local_mt", "local_mp"])
 def test_a_script_that_waits_by_itself_is_unaffected(launch_type):
-    script = Script("waits", launch_type)
+    script = _script("waits", launch_type)
     assert script.finish() == 0, script.output
     assert "main returned" in script.output
     assert "waiting for" not in script.output
@@ -98,14 +58,14 @@ def test_a_script_that_waits_by_itself_is_unaffected(launch_type):
 
 @pytest.mark.parametrize("launch_type", ["local_mt", "local_mp"])
 def test_a_program_failing_after_main_returned_gives_exit_status_1(launch_type):
-    script = Script("fails", launch_type)
+    script = _script("fails", launch_type)
     assert script.finish() == 1, script.output
     assert "Node fails/0 of program 'fails' failed: RuntimeError: the node broke" in script.output
     assert "atexit ran" in script.output  # the script's own exit handlers still ran
 
 
 def test_test_mt_without_a_test_case_runs_and_is_stopped_at_exit():
-    script = Script("handle", "test_mt")
+    script = _script("handle", "test_mt")
     assert script.finish() == 0, script.output
     assert "hello test" in script.output  # the handle worked: the program ran
     assert "greeter stopped" in script.output  # stopped in order at exit, stop handlers run

@@ -12,8 +12,8 @@ import time
 import pytest
 
 import launchpad as lp
-from tests.launch.conftest import live_descendants
 from tests.launch.helpers import TIMEOUT
+from tests.processes import live_descendants
 
 ROOT = pathlib.Path(__file__).parents[2]
 

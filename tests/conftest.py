@@ -1,0 +1,44 @@
+"""Fixtures of every test folder: checks that a test leaves no thread or process behind."""
+
+import ctypes
+import threading
+import time
+
+import pytest
+
+from tests.processes import live_descendants
+
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def pytest_configure(config):
+    # Orphaned descendants are re-parented to this process instead of init, so a node process
+    # that outlives its launcher is still seen (and failed) by `no_leaked_processes`.
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+@pytest.fixture
+def no_leaked_threads():
+    """Fails the test if a thread it started is still alive shortly after it ends."""
+    before = set(threading.enumerate())
+    yield
+    deadline = time.monotonic() + 10
+    for thread in set(threading.enumerate()) - before:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    leaked = [t.name for t in set(threading.enumerate()) - before if t.is_alive()]
+    assert not leaked, f"threads left behind: {leaked}"
+
+
+@pytest.fixture
+def no_leaked_processes():
+    """Fails the test if a process it started (at any depth) is alive after it ends."""
+    before = live_descendants()
+    yield
+    deadline = time.monotonic() + 10
+    leaked = live_descendants() - before
+    while leaked and time.monotonic() < deadline:
+        time.sleep(0.05)  # polls for processes to vanish: there is no event to wait on
+        leaked = live_descendants() - before
+    assert not leaked, f"processes left behind: {sorted(leaked)}"
+
+

@@ -1,0 +1,101 @@
+"""Helpers of tests that watch processes: which descendants live, and scripts run as their own
+process whose output is read line by line as it comes."""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import subprocess
+import sys
+import threading
+from collections.abc import Mapping, Sequence
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def live_descendants() -> set[int]:
+    """Pids of this process's live (not zombie) descendants."""
+    children: dict[int, list[int]] = {}
+    states = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        children.setdefault(int(fields[1]), []).append(int(entry))
+        states[int(entry)] = fields[0]
+    found, todo = set(), [os.getpid()]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return {pid for pid in found if states.get(pid) != "Z"}
+
+
+class Script:
+    """`python ARGS...` as its own process (stdout and stderr together), read as it prints.
+
+    Args:
+      args: the interpreter's arguments (`["-m", "module", ...]` or a script and its flags).
+      timeout: how long each wait may take, in seconds.
+      env: variables added to this process's environment.
+      cwd: where it runs (the repository's root by default).
+    """
+
+    def __init__(self, args: Sequence[str], *, timeout: float = 60,
+                 env: Mapping[str, str] | None = None, cwd: str = ROOT):
+        self.timeout = timeout
+        self.process = subprocess.Popen(
+            [sys.executable, *args], cwd=cwd, env={**os.environ, **(env or {})},
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.lines: list[str] = []
+        self._queue: queue.Queue = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.process.stdout:
+            self._queue.put(line)
+        self._queue.put(None)
+
+    def wait_for(self, pattern: str, timeout: float | None = None) -> re.Match:
+        """Reads lines until one matches the regular expression `pattern`; returns the match."""
+        timeout = self.timeout if timeout is None else timeout
+        while True:
+            try:
+                line = self._queue.get(timeout=timeout)
+            except queue.Empty:
+                raise AssertionError(f"nothing matched {pattern!r} within {timeout}s; output:"
+                                     f"\n{self.output[-5000:]}") from None
+            if line is None:
+                self._queue.put(None)
+                raise AssertionError(f"the script ended before {pattern!r}; output:\n"
+                                     f"{self.output[-5000:]}")
+            self.lines.append(line)
+            match = re.search(pattern, line)
+            if match:
+                return match
+
+    def finish(self, timeout: float | None = None) -> int:
+        """Waits for the process to end; returns its exit status, all its output read."""
+        timeout = self.timeout if timeout is None else timeout
+        returncode = self.process.wait(timeout=timeout)
+        while (line := self._queue.get(timeout=timeout)) is not None:
+            self.lines.append(line)
+        self.process.stdout.close()
+        return returncode
+
+    def kill(self) -> None:
+        """Ends the process at once (a test that failed midway cleans up with this)."""
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+    @property
+    def output(self) -> str:
+        return "".join(self.lines)
