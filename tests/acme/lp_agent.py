@@ -65,7 +65,8 @@ def make_program() -> lp.Program:
             environment_factory=lp_utils.partial_kwargs(make_environment, task=task),
             network_factory=make_d4pg_networks, num_actors=2, batch_size=64,
             min_replay_size=500, max_actor_steps=_MAX_STEPS.value).build()
-    config = sac.SACConfig(min_replay_size=500, batch_size=64, num_sgd_steps_per_step=1)
+    config = sac.SACConfig(min_replay_size=500, batch_size=64, samples_per_insert=32.0,
+                           num_sgd_steps_per_step=1)
     return sac.DistributedSAC(
         environment_factory=lambda is_eval: make_environment(is_eval, task),
         network_factory=sac.make_networks, config=config, num_actors=2, seed=1,

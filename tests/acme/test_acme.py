@@ -108,7 +108,7 @@ def test_acmes_d4pg_runs_until_ctrl_c_and_stops_cleanly(launch_type, tmp_path):
 
 @pytest.mark.parametrize("launch_type", ["local_mp", "local_mt"])
 def test_acmes_sac_learns_and_stops_itself_at_its_step_limit(launch_type, tmp_path):
-    _stops_by_itself(_launch(["lp_agent.py", "--agent=sac", "--max_steps=3000",
+    _stops_by_itself(_launch(["lp_agent.py", "--agent=sac", "--max_steps=1500",
                               f"--lp_launch_type={launch_type}"], tmp_path), learner_steps=1)
 
 
