@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import contextlib
 import gc
 import importlib
 import os
@@ -215,6 +216,11 @@ def serve(fd: int) -> None:
                 os.close(received)
             if pid > 0:
                 children.add(pid)
+                if own_group:
+                    # The child makes its group too; doing it here as well means the group
+                    # exists once "started" is sent, so a kill right after it reaches the node.
+                    with contextlib.suppress(OSError):
+                        os.setpgid(pid, pid)
                 _send(sock, "started", request, pid)
 
 

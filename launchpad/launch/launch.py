@@ -43,10 +43,6 @@ _LAUNCHERS = {
 }
 
 
-# Launch types whose programs the interpreter's exit waits for (test launchers stop theirs).
-_WAITED_FOR_AT_EXIT = (LaunchType.LOCAL_MULTI_THREADING, LaunchType.LOCAL_MULTI_PROCESSING)
-
-
 def _define_flags(flag_values: flags.FlagValues) -> None:
     flags.DEFINE_string(
         "lp_launch_type", None,
@@ -184,6 +180,16 @@ def launch(programs: Program | Sequence[Program],
                 controller.wait()
             raise
         controllers.append(controller)
-        if launch_type in _WAITED_FOR_AT_EXIT:
-            at_exit.wait_for(controller)
+        _at_interpreter_exit(controller, launch_type, test_case)
     return controllers[0] if single else controllers
+
+
+def _at_interpreter_exit(controller: Controller, launch_type: LaunchType,
+                         test_case: Any) -> None:
+    """What the interpreter's exit does with the program if it still runs (at_exit.py): local
+    programs are waited for; a test_mt program without a test case is stopped (with one, the
+    test's cleanup stops it)."""
+    if launch_type in (LaunchType.LOCAL_MULTI_THREADING, LaunchType.LOCAL_MULTI_PROCESSING):
+        at_exit.wait_for(controller)
+    elif launch_type is LaunchType.TEST_MULTI_THREADING and test_case is None:
+        at_exit.stop(controller)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from launchpad.launch import at_exit, local_mt
+from launchpad.launch import local_mt
 from launchpad.launch.controller import Controller
 from launchpad.program import Program
 
@@ -42,9 +42,7 @@ def validate(*, test_case: Any, **unused: Any) -> None:
 
 def launch(program: Program, controller: Controller, *, test_case: Any,
            serialize_py_nodes: bool | None, **unused: Any) -> None:
-    if test_case is None:
-        at_exit.stop(controller)
-    else:
+    if test_case is not None:  # without one, the interpreter's exit stops it (launch.py)
         stop_at_cleanup(test_case, controller)
     local_mt.launch(program, controller, serialize_py_nodes=serialize_py_nodes,
                     default_serialize=True)

@@ -69,6 +69,18 @@ def test_a_node_ignoring_stop_and_sigterm_is_killed_after_the_grace_period(launc
     assert controller.exit_codes()["stubborn/0"] == -signal.SIGKILL
 
 
+@pytest.mark.parametrize("attempt", range(3))
+def test_a_kill_right_after_launch_reaches_nodes_still_starting(attempt, launch_mp_local):
+    program = lp.Program("stubborn")
+    with program.group("stubborn"):
+        for _ in range(4):
+            program.add_node(lp.CourierNode(IgnoresStop))
+    controller = launch_mp_local(program, termination_notice_secs=60)
+    controller.kill()  # while forks may still be making their process groups
+    assert controller.wait(TIMEOUT), "a node outlived the kill (until the 60 s grace period)"
+    assert set(controller.exit_codes().values()) == {-signal.SIGKILL}
+
+
 def _run_launcher(kind, grace=60):
     launcher = subprocess.Popen([sys.executable, "-m", "tests.launch.programs", kind, str(grace)],
                                 cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
