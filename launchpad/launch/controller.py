@@ -413,7 +413,9 @@ class Controller:
 
 
     def _end_workers(self) -> None:
-        """Gives workers the grace period, then SIGTERM, then SIGKILL to what is left."""
+        """Gives workers the grace period, then SIGTERM, then SIGKILL to what is left. A thread,
+        which cannot be signalled, gets the same few seconds more as a process after SIGTERM
+        (a call with a timeout of its own often ends just past the grace), then is left."""
         deadline = time.monotonic() + self._grace
         with self._lock:
             workers = list(self._workers)
@@ -421,23 +423,21 @@ class Controller:
                 timer.cancel()
         for worker in workers:
             worker.join(max(0.0, deadline - time.monotonic()))
-        terminated = []
-        for worker in workers:
-            if worker.join(0):
-                continue
-            if worker.terminate():
-                terminated.append(worker)
-            else:
-                logging.warning(
-                    "Node %s of program %s did not stop within termination_notice_secs=%gs "
-                    "and cannot be killed (a thread); it is left behind", worker.name,
-                    self.program_name, self._grace)
+        late = [w for w in workers if not w.join(0)]
+        terminated = [w for w in late if w.terminate()]
         deadline = time.monotonic() + KILL_AFTER_TERMINATE_SECS
-        for worker in terminated:
-            if not worker.join(max(0.0, deadline - time.monotonic())):
+        for worker in late:
+            if worker.join(max(0.0, deadline - time.monotonic())):
+                continue
+            if worker in terminated:
                 logging.warning("Node %s of program %s ignored SIGTERM; killing it",
                                 worker.name, self.program_name)
                 worker.kill()
+            else:
+                logging.warning(
+                    "Node %s of program %s did not stop within termination_notice_secs=%gs "
+                    "(+%gs) and cannot be killed (a thread); it is left behind", worker.name,
+                    self.program_name, self._grace, KILL_AFTER_TERMINATE_SECS)
         for worker in terminated:
             if not worker.join(KILL_AFTER_TERMINATE_SECS):
                 logging.error("Node %s of program %s survived SIGKILL", worker.name,

@@ -46,3 +46,7 @@ class UnknownNodeError(LaunchError, LookupError):
 
 class ProgramStoppedError(LaunchError, RuntimeError):
     """The program has stopped; nothing more can be asked of its controller."""
+
+
+class UnsafePathError(LaunchError, PermissionError):
+    """A launch's private file or folder could be reached by another user, so it is not used."""

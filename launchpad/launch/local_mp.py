@@ -13,10 +13,9 @@ from __future__ import annotations
 import datetime
 import os
 import shutil
-import tempfile
 from typing import Any
 
-from launchpad.launch import fork_server, process, terminals
+from launchpad.launch import fork_server, private_files, process, terminals
 from launchpad.launch.controller import Controller
 from launchpad.launch.process import NodeProcess, PythonProcess
 from launchpad.nodes.base import Node
@@ -32,12 +31,11 @@ def validate(*, local_resources: dict | None, terminal: str | None, **unused: An
 
 
 def make_run_dir(program_name: str) -> str:
-    """A private folder for the launch's node specs and logs: <tmp>/launchpad-runs/NAME-TIME-*."""
-    base = os.path.join(tempfile.gettempdir(), "launchpad-runs")  # not importable: no shadowing
-    os.makedirs(base, exist_ok=True)
+    """A private folder for the launch's node specs and logs:
+    <tmp>/launchpad-runs-<uid>/NAME-TIME-* (see private_files.py)."""
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in program_name)
-    return tempfile.mkdtemp(prefix=f"{safe}-{stamp}-", dir=base)
+    return private_files.make_private_dir(f"{safe}-{stamp}-")
 
 
 def _report_exit(controller: Controller, node: Node, node_process: NodeProcess) -> None:

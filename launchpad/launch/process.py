@@ -23,13 +23,16 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import cloudpickle
+from absl import logging
+
+from launchpad.launch import private_files
+from launchpad.launch.errors import UnsafePathError
 
 Stdio = tuple[int, int, int]  # stdin, stdout, stderr file descriptors
 _START_TIMEOUT_SECS = 60.0
@@ -80,22 +83,32 @@ class FailureReport:
 
 
 def write_spec(spec: WorkerSpec, path: str) -> None:
-    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:
-        pickle.dump(spec, f)
+    private_files.write_private(path, pickle.dumps(spec))
 
 
 def read_spec(path: str) -> WorkerSpec:
-    with open(path, "rb") as f:
-        return pickle.load(f)
+    """The spec at `path`, read only if it is a private file of ours (see private_files.py)."""
+    return pickle.loads(private_files.read_private(path))
 
 
 def read_report(path: str) -> FailureReport | None:
-    """The failure report a worker left at `path`, or None (it wrote none)."""
+    """The failure report a worker left at `path`; None if it wrote none. A report that is
+    refused (not a private file of ours) or cannot be read is itself a named failure."""
     try:
-        with open(path, "rb") as f:
-            return pickle.load(f)
-    except Exception:  # noqa: BLE001 - missing, torn by a kill, or of a class unknown here
+        data = private_files.read_private(path)
+    except FileNotFoundError:
         return None
+    except UnsafePathError as e:
+        return FailureReport(f"its failure report was refused ({e})", "", None)
+    try:
+        report = pickle.loads(data)
+    except Exception as e:  # noqa: BLE001 - torn by a kill, or of a class unknown here
+        return FailureReport(f"its failure report could not be read ({type(e).__name__}: "
+                             f"{e})", "", None)
+    if not isinstance(report, FailureReport):
+        return FailureReport(f"its failure report holds a {type(report).__name__}, not a "
+                             "report", "", None)
+    return report
 
 
 @dataclasses.dataclass
@@ -237,7 +250,10 @@ class NodeProcess:
             self.returncode = returncode
             self._ended.set()
         if self._on_exit is not None:
-            self._on_exit(self)
+            try:
+                self._on_exit(self)
+            except Exception:  # noqa: BLE001 - the thread that reports exits must go on
+                logging.exception("Reporting the exit of node %s failed", self.name)
 
     def wait(self, timeout: float | None = None) -> int | None:
         """Waits up to `timeout` seconds; the exit code once ended, else None."""
@@ -328,7 +344,7 @@ class ChildProcessStarter:
               on_exit: Callable[[NodeProcess], None]) -> NodeProcess:
         with self._lock:
             if self._run_dir is None:
-                self._own_dir = self._run_dir = tempfile.mkdtemp(prefix="launchpad-children-")
+                self._own_dir = self._run_dir = private_files.make_private_dir("children-")
         spec = node_spec(node, node_context, node_context.label, node_context.index,
                          self._grace, self._run_dir)
         process = NodeProcess(f"{node_context.label}/{node_context.index}",

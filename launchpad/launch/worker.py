@@ -35,7 +35,7 @@ from absl import logging as absl_logging
 
 from launchpad import context
 from launchpad.courier import client as courier_client
-from launchpad.launch import process
+from launchpad.launch import private_files, process, process_tree
 from launchpad.launch.process import FailureReport, WorkerSpec
 
 EXIT_NODE_RAISED = 1
@@ -50,8 +50,7 @@ def _write_report(path: str, exc: BaseException) -> None:
     except Exception:  # noqa: BLE001 - an unpicklable exception still has its text
         report.exception = None
         data = pickle.dumps(report)
-    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:
-        f.write(data)
+    private_files.write_private(path, data)
 
 
 class ControllerClient:
@@ -118,6 +117,7 @@ def run_worker(spec: WorkerSpec) -> int:
     os.environ.update(spec.env)
     if spec.argv:
         sys.argv[:] = spec.argv
+    process_tree.adopt_orphans()  # what the node starts is found, and ended, at its exit
     controller = ControllerClient(spec.controller_address, spec.token)
     node_context = make_context(spec, controller)
     context.add_process_context(node_context)
@@ -155,7 +155,9 @@ def _start_absl(argv: list[str]) -> None:
 
 def exit_process(code: int) -> None:
     """Ends the process now: a node is done when its code returns, whatever threads it left
-    (the same as under local_mt); output is flushed first."""
+    (the same as under local_mt), and whatever processes it started end with it
+    (process_tree.py); output is flushed first."""
+    process_tree.end_descendants()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

@@ -6,11 +6,14 @@ node answers, and then waits for the program to stop; `Program stopped` is print
 
     stubborn   one node that ignores the stop and SIGTERM (termination_notice_secs=grace)
     polite     one node that ends when the program stops
+    parent     as polite, and its node starts a process of its own, whose pid is printed
+               after `ready` as `child <pid>`
 """
 
 from __future__ import annotations
 
 import signal
+import subprocess
 import sys
 import threading
 
@@ -20,6 +23,14 @@ import launchpad as lp
 class Polite:
     def ping(self):
         return "pong"
+
+
+class Parent(Polite):
+    def __init__(self):
+        self._child = subprocess.Popen(["sleep", "600"])
+
+    def child_pid(self):
+        return self._child.pid
 
 
 class Stubborn:
@@ -35,11 +46,13 @@ class Stubborn:
 
 def main(kind: str, grace: float) -> None:
     program = lp.Program(kind)
-    node = lp.CourierNode(Stubborn if kind == "stubborn" else Polite)
+    node = lp.CourierNode({"stubborn": Stubborn, "parent": Parent}.get(kind, Polite))
     handle = program.add_node(node, label=kind)
     controller = lp.launch(program, launch_type="local_mp", termination_notice_secs=grace)
     assert handle.dereference().ping() == "pong"
     print("ready", *controller.pids().values(), flush=True)
+    if kind == "parent":
+        print("child", handle.dereference().child_pid(), flush=True)
     controller.wait()
     print("Program stopped", flush=True)
 

@@ -355,6 +355,21 @@ def test_node_ignoring_stop_does_not_block_wait_past_the_grace_period(no_leaked_
         Blocker.release.set()
 
 
+def _finish_a_call_after_the_stop():
+    lp.wait_for_stop()
+    threading.Event().wait(1.0)  # a call with a timeout of its own, ending past the grace
+
+
+def test_a_thread_ending_just_past_the_grace_period_is_waited_for(caplog, no_leaked_threads):
+    program = lp.Program("late")
+    program.add_node(lp.PyNode(_finish_a_call_after_the_stop), label="late")
+    controller = lp.launch(program, launch_type="local_mt", termination_notice_secs=0.2)
+    controller.stop()
+    assert controller.wait(TIMEOUT)
+    assert controller.exit_codes() == {"late/0": 0}
+    assert "left behind" not in caplog.text
+
+
 def test_launch_type_from_the_command_line_flag(monkeypatch, no_leaked_threads):
     monkeypatch.setattr("sys.argv", ["prog", "--lp_launch_type=local_mt", "--other=1"])
     program = lp.Program("p")

@@ -99,7 +99,7 @@ def _run_with_logs(launch_mp_local, monkeypatch, tmp_path, program, **kwargs) ->
         controller.wait(TIMEOUT)
     except lp.NodeFailedError:
         pass
-    (log,) = pathlib.Path(tmp_path).glob("launchpad-runs/*/*.log")
+    (log,) = pathlib.Path(tmp_path).glob("launchpad-runs-*/*/*.log")
     return log.read_text()
 
 

@@ -110,6 +110,28 @@ def test_nodes_of_a_killed_launcher_exit_by_themselves():
     assert _wait_gone(pids, 60 + 10)
 
 
+@pytest.mark.usefixtures("no_leaked_processes")
+def test_what_a_node_started_ends_with_it_when_its_launcher_is_killed():
+    launcher, pids = _run_launcher("parent", grace=1)
+    child = int(launcher.stdout.readline().split()[1])
+    launcher.kill()
+    launcher.wait()
+    launcher.stdout.close()
+    assert _wait_gone([*pids, child], TIMEOUT), "the node's own process outlived it"
+
+
+def _start_child_and_return(box):
+    box.put(subprocess.Popen(["sleep", "600"]).pid)
+
+
+def test_what_a_node_started_ends_with_it_when_its_code_returns(launch_mp, box):
+    results = box()
+    program = lp.Program("parent")
+    program.add_node(lp.PyNode(_start_child_and_return, results), label="parent")
+    assert launch_mp(program).wait(TIMEOUT)
+    assert _wait_gone([results.get()], TIMEOUT)
+
+
 def _wait_for_line(launcher, text):
     line = "-"
     while line and text not in line:
