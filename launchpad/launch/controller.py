@@ -18,39 +18,17 @@ from __future__ import annotations
 import concurrent.futures
 import secrets
 import threading
-import time
 import traceback
-from typing import Protocol
 
 from absl import logging
 
 from launchpad import context
 from launchpad.courier import server as courier_server
 from launchpad.courier.connection import settle
-from launchpad.launch import errors, process
-from launchpad.launch.process import KILL_AFTER_TERMINATE_SECS
+from launchpad.launch import ending, errors, process
+from launchpad.launch.ending import NodeWorker
+from launchpad.launch.registry import AddressRegistry
 from launchpad.program import Program
-
-NodeKey = tuple  # (label, index)
-
-
-class NodeWorker(Protocol):
-    """What a launcher hands the controller for each thread/process/job it started."""
-
-    name: str
-    returncode: int | None  # how it ended (see Controller.exit_codes); None while running
-
-    def join(self, timeout: float) -> bool:
-        """Waits up to `timeout` seconds; True if the worker has finished."""
-
-    def terminate(self) -> bool:
-        """Asks the worker to end now (SIGTERM); False if it cannot be ended (a thread)."""
-
-    def kill(self) -> None:
-        """Ends the worker at once (SIGKILL); does nothing to a thread."""
-
-    def restart(self) -> None:
-        """Starts the worker's node again (after it failed)."""
 
 
 class Controller:
@@ -70,11 +48,10 @@ class Controller:
         self._node_ended = threading.Condition(self._lock)
         # Every node that has an address, and the node the program runs it in (itself, or
         # the colocation holding it): those are what run, end, fail and restart.
-        self._unit_of = {(inner.label, inner.index): (node.label, node.index)
-                         for node in program.get_all_nodes() for inner in node.all_nodes()}
+        self._registry = AddressRegistry(program.name, {
+            (inner.label, inner.index): (node.label, node.index)
+            for node in program.get_all_nodes() for inner in node.all_nodes()})
         self._running = {(n.label, n.index) for n in program.get_all_nodes()}
-        self._addresses: dict[tuple, str] = {}
-        self._waiting: dict[tuple, list[concurrent.futures.Future]] = {}
         self._failure: errors.NodeFailedError | None = None
         self._workers: list[NodeWorker] = []
         self._contexts: list[context.NodeContext] = []
@@ -134,8 +111,7 @@ class Controller:
         """Blocks until node `name` ('label/index') has ended (finished, or failed for good);
         False if `timeout` seconds passed first."""
         label, _, index = name.rpartition("/")
-        self._check_node(label, int(index) if index.isdigit() else -1)
-        unit = self._unit_of[(label, int(index))]
+        unit = self._registry.check_node(label, int(index) if index.isdigit() else -1)
         with self._node_ended:
             return self._node_ended.wait_for(lambda: unit not in self._running, timeout)
 
@@ -156,7 +132,7 @@ class Controller:
         with self._lock:
             self._running.discard((label, index))
             self._node_ended.notify_all()
-            self._forget_node((label, index), f"node {label}/{index} has finished")
+            self._registry.node_ended((label, index), f"node {label}/{index} has finished")
             all_done = not self._running
         if all_done:
             self.stop()
@@ -171,7 +147,7 @@ class Controller:
         with self._lock:
             self._running.discard((label, index))
             self._node_ended.notify_all()
-            self._forget_node((label, index), f"node {name} failed")
+            self._registry.node_ended((label, index), f"node {name} failed")
             restarts = self._restarts.get((label, index), 0)
             if restarts:
                 reason += f" (after {restarts} restart{'s' if restarts > 1 else ''})"
@@ -198,7 +174,7 @@ class Controller:
             self._restarts[(label, index)] = restarts + 1
             self._node_ended.notify_all()
             # Lookups of the node now wait for it to register again; its clients reconnect.
-            self._forget_addresses((label, index))
+            self._registry.node_restarting((label, index))
             delay = policy.delay(restarts + 1)
             timer = threading.Timer(delay, self._restart, (worker,))
             timer.daemon = True
@@ -223,7 +199,7 @@ class Controller:
         """Blocks until node `name` ('label/index') has been restarted `count` times by its
         group's policy; False if `timeout` seconds passed first."""
         label, _, index = name.rpartition("/")
-        self._check_node(label, int(index) if index.isdigit() else -1)
+        self._registry.check_node(label, int(index) if index.isdigit() else -1)
         key = (label, int(index))
         with self._node_ended:
             return self._node_ended.wait_for(lambda: self._restarts.get(key, 0) >= count,
@@ -241,67 +217,15 @@ class Controller:
     # --- addresses (the context.AddressBook of this program) ------------------------------
 
     def register(self, label: str, index: int, name: str, address: str) -> None:
-        key = (label, index, name)
-        self._check_node(label, index)
-        with self._lock:
-            self._addresses[key] = address
-            waiting = self._waiting.pop(key, [])
-        for future in waiting:
-            settle(future, address)
+        self._registry.register(label, index, name, address)
 
     def address_future(self, label: str, index: int, name: str,
                        timeout: float) -> concurrent.futures.Future:
         """A future of the node's address: set when it registers, failed after `timeout`."""
-        self._check_node(label, index)
-        key = (label, index, name)
-        future: concurrent.futures.Future = concurrent.futures.Future()
-        with self._lock:
-            if key in self._addresses:
-                future.set_result(self._addresses[key])
-                return future
-            if self._stopping.is_set():
-                raise errors.ProgramStoppedError(
-                    f"Program {self.program_name!r} is stopping; node {label}/{index} "
-                    "will not be reachable")
-            if self._unit_of[(label, index)] not in self._running:
-                raise errors.NodeEndedError(
-                    f"Node {label}/{index} of {self.program_name!r} is no longer running "
-                    "(it finished or failed)")
-            self._waiting.setdefault(key, []).append(future)
-        timer = threading.Timer(timeout, self._expire, (key, future, timeout))
-        timer.daemon = True
-        timer.start()
-        future.add_done_callback(lambda _: timer.cancel())
-        return future
+        return self._registry.future(label, index, name, timeout)
 
     def address_of(self, label: str, index: int, name: str, timeout: float) -> str:
         return self.address_future(label, index, name, timeout).result()
-
-    def _expire(self, key: tuple, future: concurrent.futures.Future, timeout: float) -> None:
-        label, index, name = key
-        what = f"address {name!r}" if name else "address"
-        settle(future, exception=errors.NodeNotReadyError(
-            f"Node {label}/{index} of {self.program_name!r} did not register its {what} "
-            f"within {timeout:g}s"))
-
-    def _check_node(self, label: str, index: int) -> None:
-        if (label, index) not in self._unit_of:
-            raise errors.UnknownNodeError(
-                f"Program {self.program_name!r} has no node {label}/{index}; its nodes are "
-                f"{', '.join(sorted(f'{lb}/{i}' for lb, i in self._unit_of))}")
-
-    def _forget_addresses(self, unit: tuple) -> None:
-        """Forgets the addresses of a node and the nodes it holds (call with the lock held)."""
-        for key in [k for k in self._addresses if self._unit_of[k[:2]] == unit]:
-            del self._addresses[key]
-
-    def _forget_node(self, unit: tuple, why: str) -> None:
-        """Forgets a node that has ended and fails lookups of it (call with the lock held)."""
-        self._forget_addresses(unit)
-        for key in [k for k in self._waiting if self._unit_of[k[:2]] == unit]:
-            for future in self._waiting.pop(key):
-                settle(future, exception=errors.NodeEndedError(
-                    f"No address for node {key[0]}/{key[1]}: {why}"))
 
     # --- stop and wait --------------------------------------------------------------------
 
@@ -332,6 +256,7 @@ class Controller:
             if self._stopping.is_set():
                 return
             self._stopping.set()
+            self._registry.program_stopping()
         threading.Thread(target=self._stop_sequence, name=f"lp-stop-{self.program_name}",
                          daemon=True).start()
 
@@ -393,7 +318,7 @@ class Controller:
         self._end_workers()
         with self._lock:
             for node in list(self._running):
-                self._forget_node(node, "the program stopped")
+                self._registry.node_ended(node, "the program stopped")
             self._running.clear()
             self._node_ended.notify_all()
             callbacks = list(self._finish_callbacks)
@@ -413,35 +338,11 @@ class Controller:
 
 
     def _end_workers(self) -> None:
-        """Gives workers the grace period, then SIGTERM, then SIGKILL to what is left. A thread,
-        which cannot be signalled, gets the same few seconds more as a process after SIGTERM
-        (a call with a timeout of its own often ends just past the grace), then is left."""
-        deadline = time.monotonic() + self._grace
         with self._lock:
             workers = list(self._workers)
             for timer in self._restart_timers:
                 timer.cancel()
-        for worker in workers:
-            worker.join(max(0.0, deadline - time.monotonic()))
-        late = [w for w in workers if not w.join(0)]
-        terminated = [w for w in late if w.terminate()]
-        deadline = time.monotonic() + KILL_AFTER_TERMINATE_SECS
-        for worker in late:
-            if worker.join(max(0.0, deadline - time.monotonic())):
-                continue
-            if worker in terminated:
-                logging.warning("Node %s of program %s ignored SIGTERM; killing it",
-                                worker.name, self.program_name)
-                worker.kill()
-            else:
-                logging.warning(
-                    "Node %s of program %s did not stop within termination_notice_secs=%gs "
-                    "(+%gs) and cannot be killed (a thread); it is left behind", worker.name,
-                    self.program_name, self._grace, KILL_AFTER_TERMINATE_SECS)
-        for worker in terminated:
-            if not worker.join(KILL_AFTER_TERMINATE_SECS):
-                logging.error("Node %s of program %s survived SIGKILL", worker.name,
-                              self.program_name)
+        ending.end_workers(workers, self._grace, f"of program {self.program_name}")
 
 
 class _ControllerService:

@@ -1,6 +1,6 @@
 """Node processes on this host: start one, learn how it ended, end it.
 
-A `NodeProcess` is one node's process as its launcher sees it (a controller `NodeWorker`)::
+A `NodeProcess` is one node's process as its launcher sees it (an `ending.NodeWorker`)::
 
     start()  -> a spawner runs the worker (launch/worker.py) on the node's spec file,
                 with the stdin/stdout/stderr its terminal gives, in a process group of its own
@@ -24,21 +24,18 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import cloudpickle
 from absl import logging
 
-from launchpad.launch import private_files
+from launchpad.launch import ending, private_files
 from launchpad.launch.errors import UnsafePathError
 
 Stdio = tuple[int, int, int]  # stdin, stdout, stderr file descriptors
 _START_TIMEOUT_SECS = 60.0
 EXIT_NOT_STARTED = 127  # as a shell reports a command it could not run
-# After SIGTERM, a process gets this long to end before SIGKILL.
-KILL_AFTER_TERMINATE_SECS = 3.0
 
 
 def own_process_group() -> dict[str, Any]:
@@ -355,16 +352,7 @@ class ChildProcessStarter:
         return process
 
     def end(self, processes: list[NodeProcess], graceful: bool) -> None:
-        deadline = time.monotonic() + (self._grace if graceful else 0.0)
-        for process in processes:
-            process.join(max(0.0, deadline - time.monotonic()))
-        for process in processes:
-            process.terminate()
-        deadline = time.monotonic() + KILL_AFTER_TERMINATE_SECS
-        for process in processes:
-            if not process.join(max(0.0, deadline - time.monotonic())):
-                process.kill()
-                process.join(KILL_AFTER_TERMINATE_SECS)
+        ending.end_workers(processes, self._grace if graceful else 0.0, "(colocated)")
 
     def close(self) -> None:
         if self._own_dir is not None:

@@ -1,0 +1,66 @@
+"""Ending what a launcher started: the grace period, then SIGTERM, then SIGKILL.
+
+One way for every kind of worker (a thread, a node process, a colocated child process, later a
+job step): each is given until the grace period is over to end by itself, then asked to end
+(SIGTERM to a process group), then, 3 s later, ended (SIGKILL). A thread cannot be signalled:
+it gets the same 3 s, then is named in a warning and left to end with its process.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Protocol
+
+from absl import logging
+
+# After SIGTERM, a process gets this long to end before SIGKILL.
+KILL_AFTER_TERMINATE_SECS = 3.0
+
+
+class NodeWorker(Protocol):
+    """What a launcher hands the controller for each thread/process/job it started."""
+
+    name: str
+    returncode: int | None  # how it ended (see Controller.exit_codes); None while running
+
+    def join(self, timeout: float) -> bool:
+        """Waits up to `timeout` seconds; True if the worker has finished."""
+
+    def terminate(self) -> bool:
+        """Asks the worker to end now (SIGTERM); False if it cannot be ended (a thread)."""
+
+    def kill(self) -> None:
+        """Ends the worker at once (SIGKILL); does nothing to a thread."""
+
+    def restart(self) -> None:
+        """Starts the worker's node again (after it failed)."""
+
+
+def end_workers(workers: Sequence[NodeWorker], grace: float, whose: str) -> None:
+    """Ends `workers` as the module doc says; returns once each has ended (or been left).
+
+    Args:
+      workers: what to end; those that have ended already are skipped.
+      grace: seconds they get to end by themselves (0: SIGTERM at once).
+      whose: completes "Node NAME ..." in the warnings, e.g. "of program p".
+    """
+    deadline = time.monotonic() + grace
+    for worker in workers:
+        worker.join(max(0.0, deadline - time.monotonic()))
+    late = [w for w in workers if not w.join(0)]
+    terminated = [w for w in late if w.terminate()]
+    deadline = time.monotonic() + KILL_AFTER_TERMINATE_SECS
+    for worker in late:
+        if worker.join(max(0.0, deadline - time.monotonic())):
+            continue
+        if worker in terminated:
+            logging.warning("Node %s %s ignored SIGTERM; killing it", worker.name, whose)
+            worker.kill()
+        else:
+            logging.warning("Node %s %s did not stop within termination_notice_secs=%gs "
+                            "(+%gs) and cannot be killed (a thread); it is left behind",
+                            worker.name, whose, grace, KILL_AFTER_TERMINATE_SECS)
+    for worker in terminated:
+        if not worker.join(KILL_AFTER_TERMINATE_SECS):
+            logging.error("Node %s %s survived SIGKILL", worker.name, whose)
