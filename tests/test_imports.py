@@ -69,3 +69,21 @@ def test_a_program_with_a_replicated_node_is_built_without_tensorflow():
                "p.add_node(lp.ReplicatedNode(dict, num_workers=2, mode='async'), 'trainer'); "
                "print('tensorflow' in sys.modules, len(p.get_all_nodes()))")
     assert out == "False 4"
+
+
+def _module_level_imports(path: pathlib.Path) -> set[str]:
+    """What a module imports when it is imported (not inside functions or TYPE_CHECKING)."""
+    found = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return {m for m in found if m.startswith("launchpad")}
+
+
+def test_the_graph_and_the_context_import_neither_nodes_nor_launchers():
+    for name in ("program.py", "context.py", "address.py", "stopping.py"):
+        imports = _module_level_imports(PACKAGE / name)
+        above = {m for m in imports if m.startswith(("launchpad.nodes", "launchpad.launch"))}
+        assert not above, f"{name} imports {above}"

@@ -1,1 +1,1 @@
-"""Launchers: turn a program's nodes into threads (and, later, processes and jobs)."""
+"""Launchers: turn a program's nodes into threads or processes (later, cluster jobs)."""
