@@ -6,13 +6,39 @@ that handle to another node's constructor is the edge. Nothing runs until `lp.la
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import dataclasses
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from launchpad.nodes.base import Node
+
+class GraphNode(abc.ABC):
+    """What a program needs of a node. `nodes.base.Node` is its one implementation; it is
+    declared here, below the node types, so that the graph does not import them."""
+
+    label: str
+    index: int
+
+    @abc.abstractmethod
+    def is_added(self) -> bool:
+        """Whether the node is in a program already."""
+
+    @abc.abstractmethod
+    def bind_to_program(self, program: Program, label: str, index: int) -> None:
+        """Called by `Program.add_node`: the node's place in its program."""
+
+    @abc.abstractmethod
+    def companion_nodes(self) -> list[GraphNode]:
+        """Nodes that join the program with this one, in its group right after it."""
+
+    @abc.abstractmethod
+    def create_handle(self) -> Any:
+        """The handle `Program.add_node` returns for this node."""
+
+    @abc.abstractmethod
+    def default_label(self) -> str:
+        """The group label `make_program` uses for this node."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,7 +70,7 @@ class Program:
         if not isinstance(name, str) or not name:
             raise ValueError(f"A program needs a non-empty name, got {name!r}")
         self._name = name
-        self._groups: dict[str, list[Node]] = {}
+        self._groups: dict[str, list[GraphNode]] = {}
         self._current_group: str | None = None
         self._restart_policies: dict[str, RestartPolicy] = {}
         self.launch_link: Any = None  # set by the launcher while the program runs
@@ -54,11 +80,11 @@ class Program:
         return self._name
 
     @property
-    def groups(self) -> dict[str, list["Node"]]:
+    def groups(self) -> dict[str, list[GraphNode]]:
         """label -> the nodes of that group, in the order they were added."""
         return self._groups
 
-    def add_node(self, node: "Node", label: str | None = None) -> Any:
+    def add_node(self, node: GraphNode, label: str | None = None) -> Any:
         """Adds `node` to the group `label` (or the open `group()`); returns its handle.
 
         Raises:
@@ -66,8 +92,7 @@ class Program:
             node added twice.
           TypeError: `node` is not a launchpad node.
         """
-        from launchpad.nodes.base import Node
-        if not isinstance(node, Node):
+        if not isinstance(node, GraphNode):
             raise TypeError(f"Program.add_node expects a launchpad node, got {node!r}; "
                             "wrap functions in lp.PyNode and classes in lp.CourierNode")
         if label is not None and not isinstance(label, str):
@@ -126,7 +151,7 @@ class Program:
         finally:
             self._current_group = None
 
-    def get_all_nodes(self) -> list["Node"]:
+    def get_all_nodes(self) -> list[GraphNode]:
         return [node for nodes in self._groups.values() for node in nodes]
 
     def __repr__(self) -> str:
@@ -134,7 +159,7 @@ class Program:
         return f"Program({self._name!r}, {{{sizes}}})"
 
 
-def make_program(*nodes: "Node", name: str = "launchpad") -> Program:
+def make_program(*nodes: GraphNode, name: str = "launchpad") -> Program:
     """Builds a program from nodes, each in a group named after what it runs."""
     program = Program(name)
     for node in nodes:

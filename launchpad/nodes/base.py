@@ -11,15 +11,13 @@ from __future__ import annotations
 import abc
 import dataclasses
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import portpicker
 
 from launchpad import context
 from launchpad.address import Address
-
-if TYPE_CHECKING:
-    from launchpad.program import Program
+from launchpad.program import GraphNode, Program
 
 
 class Handle(abc.ABC):
@@ -94,7 +92,7 @@ class UnservedHandle(Handle):
             "its handle cannot be dereferenced; use lp.CourierNode to call a node")
 
 
-class Node(abc.ABC):
+class Node(GraphNode):
     """Base of every node type."""
 
     def __init__(self):
