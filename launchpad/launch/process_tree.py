@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import select
 import signal
 import time
 
@@ -45,11 +46,26 @@ def end_descendants() -> None:
     pids = descendants(os.getpid())
     if not pids:
         return
+    exits = _exit_notices(pids)
     _signal_all(pids, signal.SIGTERM)
     deadline = time.monotonic() + _TERMINATE_GRACE_SECS
-    while time.monotonic() < deadline and any(_alive(p) for p in pids):
-        time.sleep(0.01)  # no event tells this process when a grandchild ends
+    while exits and (left := deadline - time.monotonic()) > 0:
+        for fd in select.select(exits, [], [], left)[0]:
+            exits.remove(fd)
+            os.close(fd)
+    for fd in exits:
+        os.close(fd)
     _signal_all(descendants(os.getpid()) + pids, signal.SIGKILL)
+
+
+def _exit_notices(pids: list[int]) -> list[int]:
+    """A pidfd per process, readable once it has ended (none for one already gone, or where
+    the kernel has no pidfds: that one gets SIGKILL without the grace)."""
+    fds = []
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            fds.append(os.pidfd_open(pid))
+    return fds
 
 
 def _signal_all(pids: list[int], sig: signal.Signals) -> None:
