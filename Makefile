@@ -16,10 +16,18 @@ PIP_FLAGS := --quiet --disable-pip-version-check
 
 .PHONY: demo test test-core313 test-acme system-packages lint bench clean
 
-# System packages the tests use (tmux, for the tmux_session terminal), installed when missing.
+# System packages the tests use, installed when missing: tmux (for the tmux_session terminal);
+# Slurm, munge and iproute2 (for the Slurm cluster on network namespaces of tests/cluster).
 system-packages:
-	@command -v tmux >/dev/null || { apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends tmux; }
+	@PATH="$$PATH:/usr/sbin:/sbin"; pkgs=""; \
+	command -v tmux >/dev/null || pkgs="$$pkgs tmux"; \
+	command -v slurmctld >/dev/null || pkgs="$$pkgs slurmctld"; \
+	command -v slurmd >/dev/null || pkgs="$$pkgs slurmd"; \
+	command -v sbatch >/dev/null || pkgs="$$pkgs slurm-client"; \
+	command -v munged >/dev/null || pkgs="$$pkgs munge"; \
+	command -v ip >/dev/null || pkgs="$$pkgs iproute2"; \
+	test -z "$$pkgs" || { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$pkgs; }
 
 $(VENV)/.installed: pyproject.toml
 	@test -n "$(PY311)" || { echo "Python 3.11 not found (pyenv or python3.11)"; exit 1; }

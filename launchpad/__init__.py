@@ -11,7 +11,7 @@ This module is the public API and nothing else. It imports neither TensorFlow no
 
 from launchpad import courier
 from launchpad.address import Address, get_port_from_address
-from launchpad.courier import batched_handler, list_methods
+from launchpad.courier import TLS, batched_handler, list_methods
 from launchpad.launch.controller import Controller
 from launchpad.launch.docker import DockerConfig
 from launchpad.launch.errors import (
@@ -24,6 +24,9 @@ from launchpad.launch.errors import (
 )
 from launchpad.launch.launch import LaunchType, launch
 from launchpad.launch.process import PythonProcess
+from launchpad.launch.resources import Resources
+from launchpad.launch.slurm import SlurmError
+from launchpad.launch.slurm_settings import SlurmSettings
 from launchpad.nodes.base import Deferred, Handle, Node
 from launchpad.nodes.cacher import CacherNode, StaleDataError
 from launchpad.nodes.colocation import (
@@ -52,9 +55,10 @@ __all__ = [
     "MultiThreadingColocation", "MultiProcessingColocation", "ColocationError", "ReverbNode",
     "CacherNode", "StaleDataError", "ReplicatedNode",
     # Courier
-    "courier", "batched_handler", "list_methods",
+    "courier", "batched_handler", "list_methods", "TLS",
     # Launch
-    "launch", "LaunchType", "Controller", "PythonProcess", "DockerConfig",
+    "launch", "LaunchType", "Controller", "PythonProcess", "DockerConfig", "Resources",
+    "SlurmSettings", "SlurmError",
     "LaunchError", "NodeEndedError", "NodeFailedError", "NodeNotReadyError", "ProgramStoppedError",
     "UnknownNodeError",
     # Stop

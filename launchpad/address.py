@@ -11,6 +11,8 @@ pick-then-bind race remains, because a foreign server cannot report the port it 
 
 from __future__ import annotations
 
+import socket
+
 from launchpad import context
 
 
@@ -31,8 +33,7 @@ class Address:
         if self.label is None:
             raise ValueError(f"Address {self.name!r} belongs to no node; create it with "
                              "node.allocate_address(name)")
-        return context.current().addresses.address_of(self.label, self.index, self.name,
-                                                      timeout)
+        return context.current().controller.resolve(self.label, self.index, self.name, timeout)
 
     def __repr__(self) -> str:
         return f"Address({self.name!r} of {self.label}/{self.index})"
@@ -50,3 +51,12 @@ def get_port_from_address(address: str) -> int:
     if not port.isdigit():
         raise ValueError(f"Address {address!r} has no numeric port")
     return int(port)
+
+
+def routed_host(peer_host: str) -> str:
+    """The address of this host's interface that traffic to `peer_host` leaves from: where a
+    node on another host of the cluster reaches this one (no packet is sent)."""
+    family = socket.AF_INET6 if ":" in peer_host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_DGRAM) as probe:
+        probe.connect((peer_host.strip("[]"), 9))
+        return probe.getsockname()[0]

@@ -18,15 +18,10 @@ from typing import Any, Protocol
 
 from absl import logging
 
-
-class AddressBook(Protocol):
-    """Where a program's node addresses are registered and looked up (the controller)."""
-
-    def register(self, label: str, index: int, name: str, address: str) -> None:
-        ...
-
-    def address_of(self, label: str, index: int, name: str, timeout: float) -> str:
-        ...
+from launchpad import control
+from launchpad.courier import client as courier_client
+from launchpad.courier import server as courier_server
+from launchpad.courier.tls import TLS
 
 
 class ProcessStarter(Protocol):
@@ -54,12 +49,12 @@ class NodeContext:
     index: int
     controller_address: str
     token: str
-    addresses: AddressBook
-    request_stop: Callable[[], None]
     process_starter: ProcessStarter | None = None
     stop_event: threading.Event = dataclasses.field(default_factory=threading.Event)
-    bind_host: str = "127.0.0.1"
+    bind_host: str = "127.0.0.1"  # the interface the node's servers bind
+    host: str = "127.0.0.1"  # the address others reach this host at
     termination_notice_secs: float = 10.0  # how long the node has to end after a stop
+    tls: TLS | None = None  # the program's certificates, when it runs over TLS
     _stop_handlers: list = dataclasses.field(default_factory=list)
     _handlers_lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
     _notified: bool = False
@@ -67,6 +62,36 @@ class NodeContext:
     @property
     def name(self) -> str:
         return "launcher" if self.label is None else f"{self.label}/{self.index}"
+
+    @property
+    def controller(self) -> control.ControllerClient:
+        """This process's client of the program's controller."""
+        return control.client_for(self.controller_address, self.token, self.tls)
+
+    def resolver(self, label: str, index: int, name: str = "") -> control.NodeResolver:
+        """Finds node label/index's address `name` through the controller (picklable)."""
+        return control.NodeResolver(self.controller_address, self.token, label, index, name,
+                                    self.tls)
+
+    def client_of(self, label: str, index: int, **options: Any) -> courier_client.Client:
+        """A courier client of node label/index of this program (`options`: see Client)."""
+        return courier_client.Client(self.resolver(label, index), token=self.token,
+                                     tls=self.tls, **options)
+
+    def new_server(self, **options: Any) -> courier_server.Server:
+        """A courier server for this node: bound where the program reaches it, with its
+        token (and TLS); `options`: see Server."""
+        return courier_server.Server(None, host=self.bind_host, token=self.token,
+                                     tls=self.tls, **options)
+
+    def endpoint(self, port: int) -> str:
+        """host:port at which the rest of the program reaches `port` of this node."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{port}"
+
+    def request_stop(self) -> None:
+        """Asks the program to stop (nothing to do if it has ended already)."""
+        self.controller.request_stop()
 
     def child(self, label: str, index: int) -> "NodeContext":
         """The context of a node colocated with this one (in its thread or process): the
@@ -145,20 +170,6 @@ def current_or_none() -> NodeContext | None:
         live = [c for c in _process_contexts if not c.stop_event.is_set()] or list(
             _process_contexts)
     return live[0] if len(live) == 1 else None
-
-
-def address_book_of(controller_address: str) -> AddressBook | None:
-    """The address book this process already has for the program whose controller is at
-    `controller_address` (the controller itself in the launching process, its client in a
-    node's process), or None."""
-    found = _current.get()
-    if found is not None and found.controller_address == controller_address:
-        return found.addresses
-    with _process_lock:
-        for node_context in _process_contexts:
-            if node_context.controller_address == controller_address:
-                return node_context.addresses
-    return None
 
 
 def current() -> NodeContext:

@@ -8,6 +8,8 @@ import pytest
 
 from tests.processes import live_descendants
 
+pytest_plugins = ["tests.cluster.fixtures"]
+
 _PR_SET_CHILD_SUBREAPER = 36
 
 

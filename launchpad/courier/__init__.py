@@ -25,9 +25,10 @@ from launchpad.courier.errors import (
     UnknownMethodError,
 )
 from launchpad.courier.server import Server
+from launchpad.courier.tls import TLS
 
 __all__ = [
     "AddressInUseError", "CallTimeoutError", "Client", "ClientClosedError", "CourierError",
     "PermissionDeniedError", "RemoteError", "SerializationError", "Server",
-    "ServerUnavailableError", "UnknownMethodError", "batched_handler", "list_methods",
+    "ServerUnavailableError", "TLS", "UnknownMethodError", "batched_handler", "list_methods",
 ]

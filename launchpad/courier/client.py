@@ -25,6 +25,7 @@ from typing import Any, Protocol, Union
 from launchpad.courier import errors, serialization
 from launchpad.courier.connection import Connection, settle
 from launchpad.courier.server import LIST_METHODS
+from launchpad.courier.tls import TLS
 
 Timeout = Union[None, int, float, datetime.timedelta]
 
@@ -61,11 +62,14 @@ class Client:
       connect_timeout: seconds to wait for the server to be reachable before the calls waiting
         for it fail with `ServerUnavailableError`.
       compress: gzip messages on the wire.
+      tls: connect over TLS, presenting its certificate and checking the server's (see
+        tls.py); None connects in plaintext.
     """
 
     def __init__(self, address: str | AddressResolver, *, token: str = "",
                  call_timeout: Timeout = None, wait_for_ready: bool = True,
-                 connect_timeout: Timeout = 30.0, compress: bool = False):
+                 connect_timeout: Timeout = 30.0, compress: bool = False,
+                 tls: TLS | None = None):
         if not isinstance(address, str) and not hasattr(address, "resolve"):
             raise TypeError(f"address must be 'host:port' or a resolver, got {address!r}")
         self._address = address
@@ -74,6 +78,7 @@ class Client:
         self._wait_for_ready = wait_for_ready
         self._connect_timeout = _seconds(connect_timeout, "connect_timeout")
         self._compress = compress
+        self._tls = tls
         self._slot = _ConnectionSlot()
         self._deadlines = _DeadlineWatcher()
         # Dropping a client without close() must not leave its threads and stream behind.
@@ -97,7 +102,7 @@ class Client:
         return (_rebuild_client, (self._address, {
             "token": self._token, "call_timeout": self._call_timeout,
             "wait_for_ready": self._wait_for_ready, "connect_timeout": self._connect_timeout,
-            "compress": self._compress}))
+            "compress": self._compress, "tls": self._tls}))
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
         if name.startswith("_"):
@@ -149,7 +154,7 @@ class Client:
 
     def _open_connection(self) -> Connection:
         return Connection(self._address, self._token, self._wait_for_ready,
-                           self._connect_timeout, self._compress)
+                           self._connect_timeout, self._compress, self._tls)
 
     def _timed_out(self, method: str) -> errors.CallTimeoutError:
         return errors.CallTimeoutError(

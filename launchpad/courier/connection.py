@@ -56,7 +56,7 @@ class Connection:
 
     _ids = itertools.count(1)
 
-    def __init__(self, address, token, wait_for_ready, connect_timeout, compress):
+    def __init__(self, address, token, wait_for_ready, connect_timeout, compress, tls):
         self.address = address if isinstance(address, str) else ""
         self.broken = False
         self.error: Exception | None = None  # why it broke
@@ -65,6 +65,7 @@ class Connection:
         self._wait_for_ready = wait_for_ready
         self._connect_timeout = connect_timeout
         self._compress = compress
+        self._tls = tls
         self._lock = threading.Lock()
         self._channel = None
         self._early: list | None = []  # calls made before the server was reached
@@ -163,7 +164,7 @@ class Connection:
         if not self._wait_for_ready:
             if not isinstance(self._target, str):
                 self.address = self._target.resolve(0.0)
-            return transport.open_channel(self.address, self._compress)
+            return transport.open_channel(self.address, self._compress, self._tls)
         timeout = self._connect_timeout
         deadline = None if timeout is None else time.monotonic() + timeout
         channel, channel_address = None, None
@@ -175,7 +176,7 @@ class Connection:
                 if channel_address != self.address:  # a channel keeps trying its address
                     if channel is not None:
                         channel.close()
-                    channel = transport.open_channel(self.address, self._compress)
+                    channel = transport.open_channel(self.address, self._compress, self._tls)
                     channel_address = self.address
                 attempt = _RESOLVE_AGAIN_SECS if remaining is None else remaining
                 if not isinstance(self._target, str):
@@ -184,12 +185,19 @@ class Connection:
                     ready, channel = channel, None
                     return ready
                 if deadline is not None and time.monotonic() >= deadline:
-                    raise errors.ServerUnavailableError(
-                        f"Courier server at {self.address} was not reachable within "
-                        f"connect_timeout={timeout}s")
+                    raise self._unreachable(channel)
         finally:
             if channel is not None:
                 channel.close()
+
+    def _unreachable(self, channel: grpc.Channel) -> errors.ServerUnavailableError:
+        """The error of calls that waited connect_timeout in vain, with gRPC's reason (over
+        TLS, that names what the handshake refused: a certificate, or a peer without TLS)."""
+        over = " over TLS" if self._tls is not None else ""
+        reason = transport.connect_failure(channel)
+        return errors.ServerUnavailableError(
+            f"Courier server at {self.address} was not reachable{over} within "
+            f"connect_timeout={self._connect_timeout}s" + (f" ({reason})" if reason else ""))
 
     # ------------------------------------------------------------------ streams
 

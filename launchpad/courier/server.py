@@ -39,6 +39,7 @@ from absl import logging
 from launchpad.courier import errors, serialization, shared_memory, transport
 from launchpad.courier.serialization import Kind
 from launchpad.courier.threads import DaemonThreadPool
+from launchpad.courier.tls import TLS
 
 LIST_METHODS = "__list_methods__"
 _MAX_WORKERS = 4096
@@ -72,15 +73,18 @@ class Server:
       host: the interface to bind; loopback by default.
       token: the secret every stream must carry; empty disables the check.
       thread_pool_size: how many calls run at once.
+      tls: serve over TLS only, to clients with a certificate of its CA (see tls.py); None
+        serves plaintext.
     """
 
     def __init__(self, obj: Any = None, *, port: int = 0, host: str = "127.0.0.1",
-                 token: str = "", thread_pool_size: int = 16):
+                 token: str = "", thread_pool_size: int = 16, tls: TLS | None = None):
         if thread_pool_size < 1:
             raise ValueError(f"thread_pool_size must be >= 1, got {thread_pool_size}")
         self._host = host
         self._port = port
         self._token = token
+        self._tls = tls
         self._obj = obj
         self._ready = threading.Event()
         if obj is not None:
@@ -122,7 +126,8 @@ class Server:
         # Runs the calls of a message but its last; calls running at once are bounded by
         # _call_slots, not by the number of workers.
         self._workers = DaemonThreadPool(_MAX_WORKERS, thread_name_prefix="courier-worker")
-        self._grpc_server = transport.start_server(self._stream, self._host, self._port)
+        self._grpc_server = transport.start_server(self._stream, self._host, self._port,
+                                                    self._tls)
         host = f"[{self._host}]" if ":" in self._host else self._host
         self._address = f"{host}:{self._grpc_server.port}"
         return self._address

@@ -21,6 +21,12 @@ ever unpickled.
 Between processes of one host, a stream also gets a shared-memory lane for its large parts
 (shared_memory.py): the client's offer travels in the stream's metadata beside the token, and
 the server's answer in its initial metadata.
+
+With a `TLS` (tls.py), the channel is a TLS one and the server's port accepts only TLS clients
+that present a certificate of its CA; that choice is made once, when the channel or port is
+made, so streams, the token and the lane work the same either way and a plaintext call costs
+exactly what it did. (The lane stays: it needs the same host and a peer allowed to read this
+process's memory files, which is more than TLS proves.)
 """
 
 from __future__ import annotations
@@ -33,10 +39,14 @@ from grpc._cython import cygrpc
 
 from launchpad.courier import allocator, errors, shared_memory
 from launchpad.courier.threads import DaemonThreadPool
+from launchpad.courier.tls import TLS
 
 STREAM_METHOD = "/launchpad.courier.Courier/Stream"
 TOKEN_METADATA_KEY = "x-courier-token"
 SHARED_MEMORY_METADATA_KEY = "x-courier-shared-memory"
+# A method no server serves: a call of it only ever learns why a channel cannot connect.
+_PROBE_METHOD = "/launchpad.courier.Courier/ConnectProbe"
+_PROBE_SECS = 1.0
 
 _MESSAGE_OPTIONS = [
     ("grpc.max_send_message_length", -1),
@@ -80,8 +90,10 @@ class GrpcServer:
         self._pool.shutdown(wait=False)
 
 
-def start_server(handler: StreamHandler, host: str, port: int) -> GrpcServer:
-    """Starts a gRPC server whose only method is the courier stream."""
+def start_server(handler: StreamHandler, host: str, port: int,
+                 tls: TLS | None = None) -> GrpcServer:
+    """Starts a gRPC server whose only method is the courier stream; with `tls`, its port
+    accepts only TLS connections from clients with a certificate of the TLS's CA."""
     allocator.retain_freed_memory()
     method = grpc.stream_stream_rpc_method_handler(handler)
     service = grpc.method_handlers_generic_handler(
@@ -90,10 +102,16 @@ def start_server(handler: StreamHandler, host: str, port: int) -> GrpcServer:
     server = grpc.server(pool, handlers=[service], options=_SERVER_OPTIONS)
     target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     try:
-        bound = server.add_insecure_port(target)
+        if tls is None:
+            bound = server.add_insecure_port(target)
+        else:
+            bound = server.add_secure_port(target, tls.server_credentials())
     except RuntimeError as e:
         pool.shutdown()
-        raise errors.AddressInUseError(f"Cannot bind a courier server to {target}: {e}") from e
+        # gRPC reports credentials it cannot use as a failure to bind, too.
+        unusable = "" if tls is None else " (or the TLS key is not that of its certificate)"
+        raise errors.AddressInUseError(
+            f"Cannot bind a courier server to {target}: {e}{unusable}") from e
     if bound == 0:
         pool.shutdown()
         raise errors.AddressInUseError(
@@ -133,10 +151,16 @@ def refuse(context: grpc.ServicerContext) -> None:
     context.abort(grpc.StatusCode.PERMISSION_DENIED, "courier: missing or wrong secret token")
 
 
-def open_channel(address: str, compress: bool) -> grpc.Channel:
+def open_channel(address: str, compress: bool, tls: TLS | None = None) -> grpc.Channel:
+    """A channel to `address`; with `tls`, a TLS one that presents the TLS's certificate and
+    expects the server's to name `tls.server_name` (not the address: see tls.py)."""
     allocator.retain_freed_memory()
     compression = grpc.Compression.Gzip if compress else None
-    return grpc.insecure_channel(address, options=_CLIENT_OPTIONS, compression=compression)
+    if tls is None:
+        return grpc.insecure_channel(address, options=_CLIENT_OPTIONS, compression=compression)
+    options = _CLIENT_OPTIONS + [("grpc.ssl_target_name_override", tls.server_name)]
+    return grpc.secure_channel(address, tls.channel_credentials(), options=options,
+                               compression=compression)
 
 
 def wait_until_ready(channel: grpc.Channel, timeout: float) -> bool:
@@ -156,11 +180,31 @@ def channel_is_ready(channel: grpc.Channel) -> bool:
     A channel leaves READY when its connection goes away, and every stream on that connection
     is then dead, so a client checks before it uses a stream nobody has watched meanwhile.
     """
+    return _state(channel) == cygrpc.ConnectivityState.ready
+
+
+def connect_failure(channel: grpc.Channel) -> str:
+    """Why the channel's last attempt to connect failed, in gRPC's words (a refused
+    connection, a failed TLS handshake and its reason), or "" if it is not failing.
+
+    gRPC tells only to a call: one that does not wait for the channel to be ready fails at
+    once on a failing channel, with that reason, before it reaches any server.
+    """
+    if _state(channel) != cygrpc.ConnectivityState.transient_failure:
+        return ""
     try:
-        state = channel._channel.check_connectivity_state(False)
+        channel.unary_unary(_PROBE_METHOD)(b"", timeout=_PROBE_SECS, wait_for_ready=False)
+    except grpc.RpcError as e:
+        if e.code() == grpc.StatusCode.UNAVAILABLE:  # not if it connected meanwhile
+            return e.details() or ""
+    return ""
+
+
+def _state(channel: grpc.Channel):
+    try:
+        return channel._channel.check_connectivity_state(False)
     except ValueError:  # the channel was closed
-        return False
-    return state == cygrpc.ConnectivityState.ready
+        return None
 
 
 class StreamBroken(Exception):

@@ -23,6 +23,11 @@ class NodeWorker(Protocol):
 
     name: str
     returncode: int | None  # how it ended (see Controller.exit_codes); None while running
+    attempt: int  # 0 for the first run, +1 for each restart
+    ended_by_launcher: bool  # it was signalled by its launcher (so it did not fail)
+
+    def describe_end(self) -> str:
+        """How it ended as its launcher saw it, e.g. 'killed by signal SIGKILL'."""
 
     def join(self, timeout: float) -> bool:
         """Waits up to `timeout` seconds; True if the worker has finished."""

@@ -134,9 +134,8 @@ class ForkServer:
 
 def _child(inherited: list, spec_path: str, own_group: bool, fds: list[int]) -> None:
     """Runs in the fork: becomes the node's process; never returns."""
-    # Imported here, not at the top: launchers import this module, and the worker must not be
-    # imported in a launcher (`python -m launchpad.launch.worker` would then warn).
-    from launchpad.launch import process, worker
+    # Imported here, not at the top: the fork server's own start imports only this module.
+    from launchpad.launch import runner
     code = 70  # EX_SOFTWARE: the worker itself broke
     try:
         signal.set_wakeup_fd(-1)
@@ -153,12 +152,12 @@ def _child(inherited: list, spec_path: str, own_group: bool, fds: list[int]) -> 
                 os.close(fd)
         if "numpy" in sys.modules:  # forks share the parent's seed: give each its own
             sys.modules["numpy"].random.seed()
-        code = worker.run_worker(process.read_spec(spec_path))
+        code = runner.run_process(runner.read_spec(spec_path))
     except BaseException:  # noqa: BLE001 - report what broke, then leave the fork
         import traceback
         traceback.print_exc()
     finally:
-        worker.exit_process(code)
+        runner.exit_process(code)
 
 
 def _send(sock: socket.socket, *message) -> None:
@@ -234,7 +233,7 @@ def main() -> None:
 
 # Modules every node needs, imported once for all forks; gRPC loads some only when its first
 # server or channel is made (which must not happen here).
-_PRELOAD = ("launchpad", "launchpad.launch.worker", "concurrent.futures.thread",
+_PRELOAD = ("launchpad", "launchpad.launch.runner", "concurrent.futures.thread",
             "grpc._server", "grpc._interceptor", "grpc._utilities")
 
 

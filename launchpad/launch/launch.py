@@ -15,9 +15,21 @@ from typing import Any
 
 from absl import flags, logging
 
-from launchpad.launch import at_exit, interrupts, local_mp, local_mt, test_mp, test_mt
+from launchpad.courier.tls import TLS
+from launchpad.launch import (
+    at_exit,
+    interrupts,
+    local_mp,
+    local_mt,
+    test_mp,
+    test_mt,
+)
+from launchpad.launch import resources as resources_lib
+from launchpad.launch import slurm as slurm_launcher
 from launchpad.launch.controller import Controller
 from launchpad.launch.errors import LaunchError
+from launchpad.launch.resources import Resources
+from launchpad.launch.slurm_settings import SlurmSettings
 from launchpad.program import Program
 
 _DEFAULT_LAUNCH_TYPE = "local_mt"
@@ -31,6 +43,7 @@ class LaunchType(str, enum.Enum):
     LOCAL_MULTI_PROCESSING = "local_mp"
     TEST_MULTI_THREADING = "test_mt"
     TEST_MULTI_PROCESSING = "test_mp"
+    SLURM = "slurm"
 
 
 # Each launcher module has launch(program, controller, **options) and may have
@@ -40,6 +53,7 @@ _LAUNCHERS = {
     LaunchType.TEST_MULTI_THREADING: test_mt,
     LaunchType.LOCAL_MULTI_PROCESSING: local_mp,
     LaunchType.TEST_MULTI_PROCESSING: test_mp,
+    LaunchType.SLURM: slurm_launcher,
 }
 
 
@@ -53,6 +67,11 @@ def _define_flags(flag_values: flags.FlagValues) -> None:
         "lp_termination_notice_secs", None,
         "Seconds nodes get to finish after a stop before they are ended "
         f"(default {_DEFAULT_TERMINATION_NOTICE_SECS:g}).", flag_values=flag_values)
+    flags.DEFINE_string(
+        "lp_bind_address", None,
+        "The interface nodes bind their servers to (default: loopback for local launch "
+        "types; for cluster ones, the interface through which a host reaches the "
+        "controller; 0.0.0.0 binds every interface).", flag_values=flag_values)
 
 
 # Defining is not parsing: the flags exist so that `app.run` accepts them on the command line.
@@ -125,7 +144,11 @@ def launch(programs: Program | Sequence[Program],
            terminal: str | None = None,
            *,
            serialize_py_nodes: bool | None = None,
-           termination_notice_secs: float | None = None) -> Controller | list[Controller]:
+           termination_notice_secs: float | None = None,
+           resources: dict[str, Resources] | None = None,
+           slurm: SlurmSettings | None = None,
+           tls: TLS | bool | None = None,
+           liveness_timeout_secs: float = 10.0) -> Controller | list[Controller]:
     """Launches a program (or several) and returns its controller (or a list of them).
 
     Args:
@@ -146,6 +169,14 @@ def launch(programs: Program | Sequence[Program],
         unpicklable nodes early (default: True for test_mt, False for local_mt).
       termination_notice_secs: seconds nodes get to finish after a stop (default 10, or
         --lp_termination_notice_secs).
+      resources: per-group needs for cluster launch types: group label -> lp.Resources
+        (default one CPU per node); local launch types check the labels only.
+      slurm: lp.SlurmSettings for launch_type="slurm" (partition, account, time limit, ...).
+      tls: run every courier server and client of the program over TLS with mutual
+        authentication: an lp.TLS, or True for certificates made for this launch (needs
+        the `cryptography` package); the token stays required either way.
+      liveness_timeout_secs: a node process whose heartbeats stop this long (its host lost,
+        its process frozen) fails, or is restarted by its group's policy (default 10).
 
     When the launching script returns while a local_mt or local_mp program still runs, the
     interpreter's exit waits for the program to stop, as in Launchpad (see at_exit.py).
@@ -159,17 +190,25 @@ def launch(programs: Program | Sequence[Program],
     launcher = _LAUNCHERS[launch_type]
     _ignore_xm_resources(xm_resources, launch_type)
     options = {"test_case": test_case, "serialize_py_nodes": serialize_py_nodes,
-               "local_resources": local_resources, "terminal": terminal}
+               "local_resources": local_resources, "terminal": terminal,
+               "resources": resources, "slurm": slurm,
+               "bind_address": _flag_value("lp_bind_address")}
     if hasattr(launcher, "validate"):
         launcher.validate(**options)
     for program in checked:
         _check_local_resources(program, local_resources)
+        resources_lib.per_group(list(program.groups), program.name, resources)
+    tls = _tls(tls)
+    host = launcher.controller_host(**options) if hasattr(launcher, "controller_host") \
+        else "127.0.0.1"
     if termination_notice_secs is None:
         termination_notice_secs = (_flag_value("lp_termination_notice_secs")
                                    or _DEFAULT_TERMINATION_NOTICE_SECS)
     controllers = []
     for program in checked:
-        controller = Controller(program, termination_notice_secs=termination_notice_secs)
+        controller = Controller(program, termination_notice_secs=termination_notice_secs,
+                                liveness_timeout_secs=liveness_timeout_secs, host=host,
+                                tls=tls)
         program.launch_link = controller.launcher_context
         interrupts.watch(controller)
         try:
@@ -184,12 +223,21 @@ def launch(programs: Program | Sequence[Program],
     return controllers[0] if single else controllers
 
 
+def _tls(tls: TLS | bool | None) -> TLS | None:
+    if tls is True:
+        return TLS.generate()
+    if tls is None or tls is False or isinstance(tls, TLS):
+        return tls or None
+    raise TypeError(f"tls must be an lp.TLS, True (made for this launch) or None, got {tls!r}")
+
+
 def _at_interpreter_exit(controller: Controller, launch_type: LaunchType,
                          test_case: Any) -> None:
     """What the interpreter's exit does with the program if it still runs (at_exit.py): local
     programs are waited for; a test_mt program without a test case is stopped (with one, the
     test's cleanup stops it)."""
-    if launch_type in (LaunchType.LOCAL_MULTI_THREADING, LaunchType.LOCAL_MULTI_PROCESSING):
+    if launch_type in (LaunchType.LOCAL_MULTI_THREADING, LaunchType.LOCAL_MULTI_PROCESSING,
+                       LaunchType.SLURM):
         at_exit.wait_for(controller)
     elif launch_type is LaunchType.TEST_MULTI_THREADING and test_case is None:
         at_exit.stop(controller)

@@ -1,6 +1,6 @@
 """local_mp: every node of the program is a process of its own on this host.
 
-Each node runs in the worker (launch/worker.py), started from its spec file by a fork of the
+Each node runs in the node runner (launch/runner.py), started from its spec file by a fork of the
 launch's fork server (the core already imported: milliseconds per node) or, for groups whose
 `PythonProcess` asks for their own interpreter, by a fresh interpreter. Each process leads a
 process group, so stopping ends whatever a node started, and a terminal's Ctrl+C reaches only
@@ -15,11 +15,13 @@ import os
 import shutil
 from typing import Any
 
-from launchpad.launch import fork_server, private_files, process, terminals
+from launchpad.launch import fork_server, private_files, spec, terminals
 from launchpad.launch.controller import Controller
 from launchpad.launch.process import NodeProcess, PythonProcess
-from launchpad.nodes.base import Node
 from launchpad.program import Program
+
+# Node processes beat this often; one silent for the controller's liveness timeout is lost.
+HEARTBEAT_SECS = 2.0
 
 
 def validate(*, local_resources: dict | None, terminal: str | None, **unused: Any) -> None:
@@ -38,27 +40,19 @@ def make_run_dir(program_name: str) -> str:
     return private_files.make_private_dir(f"{safe}-{stamp}-")
 
 
-def _report_exit(controller: Controller, node: Node, node_process: NodeProcess) -> None:
-    if node_process.returncode == 0 or node_process.ended_by_launcher:
-        controller.node_finished(node.label, node.index)
-        return
-    reason, node_traceback, exception = node_process.failure()
-    controller.node_failed(node.label, node.index, reason, node_traceback, exception)
-
-
 def _clean_up(run_dir: str, terminal: terminals.Terminal,
               spawner: fork_server.ForkServer) -> None:
     terminal.close()
     spawner.close()
     for name in os.listdir(run_dir):
-        if name.endswith((".spec", ".failure")):
+        if name.endswith(".spec"):
             os.unlink(os.path.join(run_dir, name))
     if not os.listdir(run_dir):
         shutil.rmtree(run_dir, ignore_errors=True)
 
 
 def launch(program: Program, controller: Controller, *, local_resources: dict | None,
-           terminal: str | None, **unused: Any) -> None:
+           terminal: str | None, bind_address: str | None = None, **unused: Any) -> None:
     """Starts one process per node of `program` under `controller`."""
     run_dir = make_run_dir(program.name)
     term = terminals.make(terminals.choose(terminal), program.name, run_dir)
@@ -68,13 +62,15 @@ def launch(program: Program, controller: Controller, *, local_resources: dict | 
     node_processes = []
     for node in program.get_all_nodes():
         settings = (local_resources or {}).get(node.label) or PythonProcess()
-        spec = process.node_spec(node, launcher_context, node.label, node.index,
-                                 controller.termination_notice_secs, run_dir,
-                                 argv=settings.argv(), env=settings.env)
+        node_spec = spec.make_spec(
+            node, launcher_context, node.label, node.index,
+            termination_notice_secs=controller.termination_notice_secs,
+            heartbeat_secs=HEARTBEAT_SECS,
+            liveness_timeout_secs=controller.liveness_timeout_secs,
+            bind_host=bind_address or spec.LOOPBACK, argv=settings.argv(), env=settings.env)
         node_process = NodeProcess(
-            node.name, process.write_node_spec(spec), spec.report_path, settings, spawner,
-            lambda name=node.name: term.open(name),
-            on_exit=lambda p, node=node: _report_exit(controller, node, p))
+            node.name, spec.write_spec_file(node_spec, run_dir), settings, spawner,
+            lambda name=node.name: term.open(name), on_exit=controller.worker_ended)
         controller.add_worker(node_process)
         node_processes.append(node_process)
     for node_process in node_processes:

@@ -1,7 +1,8 @@
 """local_mt: every node of the program is a thread of the launching process.
 
-Each thread runs its node inside the node's own context. A thread cannot be killed: a node
-that ignores the stop event past the grace period is left behind, with a warning naming it.
+Each thread runs the node runner's thread mode (runner.run_in_thread): the node in its own
+context, reporting how it ended to the controller. A thread cannot be killed: a node that
+ignores the stop event past the grace period is left behind, with a warning naming it.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Any
 
 import cloudpickle
 
-from launchpad import context
+from launchpad.launch import runner
 from launchpad.launch.controller import Controller
 from launchpad.nodes.base import Node
 from launchpad.program import Program
@@ -26,6 +27,9 @@ class ThreadWorker:
         self._node = node
         self._context = controller.node_context(node.label, node.index)
         self.returncode: int | None = None
+        self.attempt = 0
+        self.ended_by_launcher = False  # a thread is never ended from outside
+        self._error: BaseException | None = None
         self._thread = self._new_thread()
 
     def _new_thread(self) -> threading.Thread:
@@ -37,21 +41,23 @@ class ThreadWorker:
 
     def restart(self) -> None:
         self.returncode = None
+        self.attempt += 1
         self._thread = self._new_thread()
         self._thread.start()
 
     def _run(self) -> None:
-        token = context.enter(self._context)
         try:
-            self._node.run()
-        except BaseException as e:  # noqa: BLE001 - a node's failure is the controller's to judge
-            self.returncode = 1
-            self._controller.node_raised(self._node.label, self._node.index, e)
-        else:
-            self.returncode = 0
-            self._controller.node_finished(self._node.label, self._node.index)
-        finally:
-            context.leave(token)
+            error = runner.run_in_thread(self._node, self._context)
+        except BaseException as e:  # noqa: BLE001 - the controller could not be told it started
+            error = e
+        self.returncode = 0 if error is None else 1
+        self._error = error
+        self._controller.worker_ended(self)
+
+    def describe_end(self) -> str:
+        """Why the thread's node failed, if its report never reached the controller."""
+        error = self._error
+        return "finished" if error is None else f"{type(error).__name__}: {error}"
 
     def join(self, timeout: float) -> bool:
         self._thread.join(timeout)

@@ -18,13 +18,18 @@ import tempfile
 from launchpad.launch.errors import UnsafePathError
 
 
-def make_private_dir(prefix: str) -> str:
-    """A new private folder for one launch: <tmp>/launchpad-runs-<uid>/<prefix>XXXXXXXX.
+def make_private_dir(prefix: str, parent: str | None = None) -> str:
+    """A new private folder for one launch: <parent>/launchpad-runs-<uid>/<prefix>XXXXXXXX.
 
+    Args:
+      prefix: starts the folder's name.
+      parent: where the per-user folder is (default the temporary folder, $TMPDIR); a
+        cluster launch gives a folder of the shared filesystem.
     Raises:
       UnsafePathError: another user could reach the folder (named, with what is wrong).
     """
-    parent = os.path.realpath(tempfile.gettempdir())
+    parent = os.path.realpath(parent or tempfile.gettempdir())
+    os.makedirs(parent, 0o700, exist_ok=True)
     _check_ancestors(parent)
     base = os.path.join(parent, f"launchpad-runs-{os.geteuid()}")
     try:

@@ -2,12 +2,13 @@
 
 A `NodeProcess` is one node's process as its launcher sees it (an `ending.NodeWorker`)::
 
-    start()  -> a spawner runs the worker (launch/worker.py) on the node's spec file,
+    start()  -> a spawner runs the node runner (launch/runner.py) on the node's spec file,
                 with the stdin/stdout/stderr its terminal gives, in a process group of its own
-    exits    -> on_exit(process): the exit code, and the worker's failure report if it wrote one
+    exits    -> on_exit(process): its exit code (the node itself reports why to the controller;
+                a colocated child, to its parent through a failure report)
     terminate() / kill() -> SIGTERM / SIGKILL to the whole process group
 
-Spawners: a fresh interpreter (`python -m launchpad.launch.worker`), or a fork of the launch's
+Spawners: a fresh interpreter (`python -m launchpad.launch`), or a fork of the launch's
 fork server (fork_server.py), which has the core already imported and starts a node in
 milliseconds. Groups that need their own interpreter or interpreter arguments always get a
 fresh one.
@@ -18,7 +19,6 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import os
-import pickle
 import shutil
 import signal
 import subprocess
@@ -27,11 +27,9 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-import cloudpickle
 from absl import logging
 
-from launchpad.launch import ending, private_files
-from launchpad.launch.errors import UnsafePathError
+from launchpad.launch import ending, private_files, spec
 
 Stdio = tuple[int, int, int]  # stdin, stdout, stderr file descriptors
 _START_TIMEOUT_SECS = 60.0
@@ -50,62 +48,6 @@ def own_process_group() -> dict[str, Any]:
     if sys.version_info >= (3, 11):
         return {"process_group": 0}
     return {"preexec_fn": os.setpgrp}  # Python 3.10 has no process_group
-
-
-@dataclasses.dataclass
-class WorkerSpec:
-    """Everything a node's process needs, written by the launcher."""
-
-    node: bytes  # cloudpickle of the Node
-    program_name: str
-    label: str
-    index: int
-    controller_address: str
-    token: str
-    termination_notice_secs: float
-    report_path: str  # where the failure report goes
-    run_dir: str  # the launch's folder (specs of colocated children go here too)
-    sys_path: list[str] = dataclasses.field(default_factory=list)
-    argv: list[str] = dataclasses.field(default_factory=list)  # the node's sys.argv
-    env: dict[str, str] = dataclasses.field(default_factory=dict)  # applied by fork servers
-
-
-@dataclasses.dataclass
-class FailureReport:
-    """Why a node's process failed, as its worker saw it."""
-
-    reason: str
-    traceback: str
-    exception: BaseException | None
-
-
-def write_spec(spec: WorkerSpec, path: str) -> None:
-    private_files.write_private(path, pickle.dumps(spec))
-
-
-def read_spec(path: str) -> WorkerSpec:
-    """The spec at `path`, read only if it is a private file of ours (see private_files.py)."""
-    return pickle.loads(private_files.read_private(path))
-
-
-def read_report(path: str) -> FailureReport | None:
-    """The failure report a worker left at `path`; None if it wrote none. A report that is
-    refused (not a private file of ours) or cannot be read is itself a named failure."""
-    try:
-        data = private_files.read_private(path)
-    except FileNotFoundError:
-        return None
-    except UnsafePathError as e:
-        return FailureReport(f"its failure report was refused ({e})", "", None)
-    try:
-        report = pickle.loads(data)
-    except Exception as e:  # noqa: BLE001 - torn by a kill, or of a class unknown here
-        return FailureReport(f"its failure report could not be read ({type(e).__name__}: "
-                             f"{e})", "", None)
-    if not isinstance(report, FailureReport):
-        return FailureReport(f"its failure report holds a {type(report).__name__}, not a "
-                             "report", "", None)
-    return report
 
 
 @dataclasses.dataclass
@@ -157,18 +99,18 @@ def describe_exit(returncode: int) -> str:
 class Spawner(Protocol):
     def spawn(self, spec_path: str, settings: PythonProcess, stdio: Stdio, own_group: bool,
               on_exit: Callable[[int], None]) -> concurrent.futures.Future:
-        """Starts the worker on `spec_path`; returns a future of its pid (so that many starts
+        """Starts the runner on `spec_path`; returns a future of its pid (so that many starts
         can be under way at once). `on_exit(returncode)` is called once when it has ended
         (negative: killed by that signal). The stdio descriptors may be closed on return."""
 
 
 class ExecSpawner:
-    """Starts each worker as a fresh interpreter."""
+    """Starts each runner as a fresh interpreter."""
 
     def spawn(self, spec_path: str, settings: PythonProcess, stdio: Stdio, own_group: bool,
               on_exit: Callable[[int], None]) -> concurrent.futures.Future:
         argv = [settings.interpreter or sys.executable, *(settings.interpreter_args or ()),
-                "-m", "launchpad.launch.worker", "--spec", spec_path]
+                "-m", "launchpad.launch", "--spec", spec_path]
         env = {**os.environ, **(settings.env or {})}
         popen = subprocess.Popen(argv, env=env, stdin=stdio[0], stdout=stdio[1],
                                  stderr=stdio[2], **(own_process_group() if own_group else {}))
@@ -182,12 +124,13 @@ class ExecSpawner:
 class NodeProcess:
     """One node's process (see the module doc); restartable."""
 
-    def __init__(self, name: str, spec_path: str, report_path: str, settings: PythonProcess,
+    def __init__(self, name: str, spec_path: str, settings: PythonProcess,
                  spawner: Spawner, open_stdio: Callable[[], tuple[Stdio, bool]],
                  own_group: bool = True,
-                 on_exit: Callable[[NodeProcess], None] | None = None):
+                 on_exit: Callable[[NodeProcess], None] | None = None, report_path: str = ""):
         self.name = name
-        self.report_path = report_path
+        self.report_path = report_path  # a colocated child's failure report
+        self.attempt = -1  # how many times it was restarted (0: the first run)
         self._spec_path = spec_path
         self._settings = settings
         self._spawner = spawner
@@ -215,7 +158,8 @@ class NodeProcess:
             self._ended.clear()
             self.returncode = None
             self.ended_by_launcher = False
-            if os.path.exists(self.report_path):
+            self.attempt += 1
+            if self.report_path and os.path.exists(self.report_path):
                 os.unlink(self.report_path)
             self._start_error = ""
             stdio, close_after = self._open_stdio()
@@ -281,42 +225,19 @@ class NodeProcess:
             except ProcessLookupError:
                 pass
 
-    def failure(self) -> tuple[str, str, BaseException | None]:
-        """(reason, traceback, exception) of an ended process, from its report if any."""
+    def describe_end(self) -> str:
+        """How the ended process ended, as its launcher saw it."""
         if self._start_error:
-            return self._start_error, "", None
-        how = describe_exit(self.returncode if self.returncode is not None else 0)
-        report = read_report(self.report_path)
-        if report is None:
+            return self._start_error
+        return describe_exit(self.returncode if self.returncode is not None else 0)
+
+    def failure(self) -> tuple[str, str, BaseException | None]:
+        """(reason, traceback, exception) of an ended colocated child, from its report."""
+        how = self.describe_end()
+        report = spec.read_report(self.report_path) if self.report_path else None
+        if report is None or self._start_error:
             return how, "", None
         return f"{report.reason} ({how})", report.traceback, report.exception
-
-
-def node_spec(node: Any, program_context: Any, label: str, index: int,
-              termination_notice_secs: float, run_dir: str, argv: Sequence[str] = (),
-              env: Mapping[str, str] | None = None) -> WorkerSpec:
-    """The spec a worker needs to run `node` as node label/index of `program_context`'s
-    program (any context of that program: it gives the controller and the token)."""
-    try:
-        pickled = cloudpickle.dumps(node)
-    except Exception as e:
-        raise ValueError(f"Node {label}/{index} cannot be serialized ({type(e).__name__}: "
-                         f"{e}); its function, class and arguments must be picklable to run "
-                         "in a process") from e
-    file_name = f"{label}.{index}".replace("/", ".")
-    return WorkerSpec(
-        node=pickled, program_name=program_context.program_name, label=label, index=index,
-        controller_address=program_context.controller_address, token=program_context.token,
-        termination_notice_secs=termination_notice_secs,
-        report_path=os.path.join(run_dir, f"{file_name}.failure"), run_dir=run_dir,
-        sys_path=list(sys.path), argv=[sys.argv[0] if sys.argv else "", *argv],
-        env=dict(env or {}))
-
-
-def write_node_spec(spec: WorkerSpec) -> str:
-    path = spec.report_path.removesuffix(".failure") + ".spec"
-    write_spec(spec, path)
-    return path
 
 
 class ChildProcessStarter:
@@ -325,13 +246,12 @@ class ChildProcessStarter:
     Children share this process's stdin/stdout/stderr and start as fresh interpreters. In a
     node's process they stay in its process group, so ending the node ends them too; in the
     launching process (under local_mt) each gets a group of its own, out of reach of the
-    terminal's Ctrl+C. Their spec files go to `run_dir`, or to a temporary folder made on
+    terminal's Ctrl+C. Their spec files and failure reports go to a private folder made on
     first use (removed by `close()`).
     """
 
-    def __init__(self, run_dir: str | None, termination_notice_secs: float, in_worker: bool):
-        self._run_dir = run_dir
-        self._own_dir: str | None = None
+    def __init__(self, termination_notice_secs: float, in_worker: bool):
+        self._run_dir: str | None = None
         self._grace = termination_notice_secs
         self._in_worker = in_worker
         self._spawner = ExecSpawner()
@@ -341,13 +261,16 @@ class ChildProcessStarter:
               on_exit: Callable[[NodeProcess], None]) -> NodeProcess:
         with self._lock:
             if self._run_dir is None:
-                self._own_dir = self._run_dir = private_files.make_private_dir("children-")
-        spec = node_spec(node, node_context, node_context.label, node_context.index,
-                         self._grace, self._run_dir)
-        process = NodeProcess(f"{node_context.label}/{node_context.index}",
-                              write_node_spec(spec), spec.report_path, PythonProcess(),
-                              self._spawner, lambda: ((0, 1, 2), False),
-                              own_group=not self._in_worker, on_exit=on_exit)
+                self._run_dir = private_files.make_private_dir("children-")
+        label, index = node_context.label, node_context.index
+        report_path = os.path.join(self._run_dir, spec.file_name(label, index, ".failure"))
+        child_spec = spec.make_spec(node, node_context, label, index,
+                                    termination_notice_secs=self._grace,
+                                    bind_host=node_context.bind_host, report_path=report_path)
+        process = NodeProcess(f"{label}/{index}", spec.write_spec_file(child_spec, self._run_dir),
+                              PythonProcess(), self._spawner, lambda: ((0, 1, 2), False),
+                              own_group=not self._in_worker, on_exit=on_exit,
+                              report_path=report_path)
         process.start()
         return process
 
@@ -355,5 +278,5 @@ class ChildProcessStarter:
         ending.end_workers(processes, self._grace if graceful else 0.0, "(colocated)")
 
     def close(self) -> None:
-        if self._own_dir is not None:
-            shutil.rmtree(self._own_dir, ignore_errors=True)
+        if self._run_dir is not None:
+            shutil.rmtree(self._run_dir, ignore_errors=True)

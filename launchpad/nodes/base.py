@@ -160,8 +160,8 @@ class Node(GraphNode):
         node_context = context.current()
         for address in self.addresses:
             port = portpicker.pick_unused_port()
-            node_context.addresses.register(self.label, self.index, address.name,
-                                            f"{node_context.bind_host}:{port}")
+            node_context.controller.register(self.label, self.index, address.name,
+                                             node_context.endpoint(port))
         self.execute()
 
     @abc.abstractmethod
@@ -175,6 +175,21 @@ class Node(GraphNode):
     def __repr__(self) -> str:
         where = f" {self.name}" if self.program is not None else ""
         return f"<{type(self).__name__}{where} {self.default_label()}>"
+
+
+def run_in_context(node: Node, node_context: context.NodeContext) -> BaseException | None:
+    """Runs `node` on this thread inside `node_context`; returns what it raised, or None.
+
+    The one place a node's code runs: in a runner (a thread or process a launcher started)
+    and in a MultiThreadingColocation's threads. Whoever called it reports the outcome."""
+    token = context.enter(node_context)
+    try:
+        node.run()
+    except BaseException as e:  # noqa: BLE001 - the caller reports it, whatever it is
+        return e
+    finally:
+        context.leave(token)
+    return None
 
 
 class Deferred:

@@ -91,14 +91,7 @@ class MultiThreadingColocation(_Colocation):
         ended: queue.SimpleQueue = queue.SimpleQueue()
 
         def run(node: base.Node, node_context: context.NodeContext) -> None:
-            token = context.enter(node_context)
-            try:
-                node.run()
-                ended.put((node, None))
-            except BaseException as e:  # noqa: BLE001 - reported by the colocation
-                ended.put((node, e))
-            finally:
-                context.leave(token)
+            ended.put((node, base.run_in_context(node, node_context)))
 
         for node in self._nodes:
             threading.Thread(target=run, args=(node, parent.child(node.label, node.index)),

@@ -14,8 +14,6 @@ from typing import Any
 
 from launchpad import context
 from launchpad.courier import client as courier_client
-from launchpad.courier import errors as courier_errors
-from launchpad.courier import server as courier_server
 from launchpad.nodes import base, python
 
 SERVER_OPTIONS = frozenset({"thread_pool_size"})
@@ -30,38 +28,6 @@ def check_options(kind: str, given: dict | None, allowed: frozenset) -> dict:
     return given
 
 
-class ControllerResolver:
-    """Finds a node's address by asking the program's controller (picklable)."""
-
-    def __init__(self, controller_address: str, token: str, label: str, index: int,
-                 name: str = ""):
-        self._controller_address = controller_address
-        self._token = token
-        self._label = label
-        self._index = index
-        self._name = name
-
-    def resolve(self, timeout: float) -> str:
-        known = context.address_book_of(self._controller_address)
-        if known is not None:  # this process talks to the controller already (or is it)
-            return known.address_of(self._label, self._index, self._name, timeout)
-        # The controller runs for as long as the program does: if it cannot be reached at
-        # once, the program has stopped, and waiting would only delay the error.
-        controller = courier_client.Client(self._controller_address, token=self._token,
-                                           wait_for_ready=False)
-        try:
-            return controller.address_of(self._label, self._index, self._name, timeout)
-        except courier_errors.ServerUnavailableError as e:
-            raise courier_errors.ServerUnavailableError(
-                f"Cannot reach node {self._label}/{self._index}: its program's controller at "
-                f"{self._controller_address} is gone (the program has stopped)") from e
-        finally:
-            controller.close()
-
-    def __repr__(self) -> str:
-        return f"<node {self._label}/{self._index}>"
-
-
 class CourierHandle(base.Handle):
     """Dereferences to a courier client of the node."""
 
@@ -71,9 +37,7 @@ class CourierHandle(base.Handle):
 
     def dereference(self) -> courier_client.Client:
         program = self._program_context()
-        resolver = ControllerResolver(program.controller_address, program.token,
-                                      self._label, self._index)
-        return courier_client.Client(resolver, token=program.token, **self._client_kwargs)
+        return program.client_of(self._label, self._index, **self._client_kwargs)
 
 
 class CourierNode(python.PyClassNode):
@@ -99,10 +63,10 @@ class CourierNode(python.PyClassNode):
 
     def execute(self) -> None:
         node = context.current()
-        server = courier_server.Server(None, host=node.bind_host, token=node.token,
-                                       **self._server_kwargs)
-        node.addresses.register(self.label, self.index, "", server.start())
+        server = node.new_server(**self._server_kwargs)
+        server.start()
         try:
+            node.controller.register(self.label, self.index, "", node.endpoint(server.port))
             instance = self.build()
             server.serve(instance)
             if self.runs_object(instance):

@@ -50,7 +50,6 @@ from launchpad.nodes import base
 from launchpad.nodes.courier import (
     CLIENT_OPTIONS,
     SERVER_OPTIONS,
-    ControllerResolver,
     CourierHandle,
     check_options,
 )
@@ -189,15 +188,14 @@ def _task_name(plan: _Plan, label: str, role_index: int) -> str:
 def _cluster_of(plan: _Plan, node: context.NodeContext, role_index: int) -> Any:
     """Registers this task's TensorFlow port, then waits for every task's."""
     from launchpad.replicator.cluster import Cluster
-    node.addresses.register(node.label, node.index, _TF_ADDRESS,
-                            f"{node.bind_host}:{portpicker.pick_unused_port()}")
+    node.controller.register(node.label, node.index, _TF_ADDRESS,
+                             node.endpoint(portpicker.pick_unused_port()))
     deadline = time.monotonic() + plan.startup_timeout_secs
     jobs: dict[str, list[str]] = {}
     for other, (task_type, _) in enumerate(plan.roles):
         try:
-            address = node.addresses.address_of(node.label, plan.first_index + other,
-                                                _TF_ADDRESS,
-                                                max(0.0, deadline - time.monotonic()))
+            address = node.controller.resolve(node.label, plan.first_index + other, _TF_ADDRESS,
+                                             max(0.0, deadline - time.monotonic()))
         except TimeoutError as e:
             raise TimeoutError(
                 f"Task {_task_name(plan, node.label, other)} of ReplicatedNode "
@@ -215,10 +213,10 @@ def _run_task(plan: _Plan, role_index: int) -> None:
         replicator_lib.serve_task(cluster)  # serves the chief until this process ends
         node.stop_event.wait()
         return
-    server = courier_server.Server(None, host=node.bind_host, token=node.token,
-                                   **plan.server_kwargs)
-    node.addresses.register(node.label, node.index, "", server.start())
+    server = node.new_server(**plan.server_kwargs)
+    server.start()
     try:
+        node.controller.register(node.label, node.index, "", node.endpoint(server.port))
         replicator = replicator_lib.Replicator(plan.devices, cluster, plan.startup_timeout_secs)
         with replicator.scope():
             trainer = plan.cls(replicator, *base.dereference_all(plan.args),
@@ -226,9 +224,7 @@ def _run_task(plan: _Plan, role_index: int) -> None:
         runs = callable(getattr(trainer, "run", None))
         if role_index == 0 and not runs and cluster is not None and cluster.mode == "sync":
             server.serve(_ReplayOnPeers(trainer, [
-                courier_client.Client(ControllerResolver(node.controller_address, node.token,
-                                                         node.label, plan.first_index + other),
-                                      token=node.token)
+                node.client_of(node.label, plan.first_index + other)
                 for other in range(1, len(plan.roles))]))
         else:
             server.serve(trainer)

@@ -19,9 +19,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from launchpad import context
+from launchpad import context, control
 from launchpad.nodes import base
-from launchpad.nodes.courier import ControllerResolver
 
 _RESOLVE_TIMEOUT_SECS = 60.0
 
@@ -40,7 +39,7 @@ class ReverbClient:
     (`insert`, `sample`, `trajectory_writer`, `server_address`, ...) is available here, and
     `.client` is the `reverb.Client` itself. Pickles as the node it refers to."""
 
-    def __init__(self, resolver: ControllerResolver):
+    def __init__(self, resolver: control.NodeResolver):
         self._resolver = resolver
         self._client = None
         self._lock = threading.Lock()
@@ -70,8 +69,7 @@ class ReverbHandle(base.Handle):
 
     def dereference(self) -> ReverbClient:
         program = self._program_context()
-        return ReverbClient(ControllerResolver(program.controller_address, program.token,
-                                               self._label, self._index))
+        return ReverbClient(program.resolver(self._label, self._index))
 
 
 class ReverbNode(base.Node):
@@ -113,8 +111,7 @@ class ReverbNode(base.Node):
         server = reverb.Server(tables=list(self._priority_tables_fn()), port=None,
                                checkpointer=checkpointer)
         try:
-            node.addresses.register(self.label, self.index, "",
-                                    f"{node.bind_host}:{server.port}")
+            node.controller.register(self.label, self.index, "", node.endpoint(server.port))
             local = server.localhost_client()
             interval = None if self._checkpoint_every is None else self._checkpoint_every * 60
             while not node.stop_event.wait(interval):

@@ -4,11 +4,13 @@ use are in tests/conftest.py)."""
 import pytest
 
 import launchpad as lp
+from tests.launch import helpers
 from tests.launch.helpers import Box
 
 THREAD_LAUNCH_TYPES = ["local_mt", "test_mt"]
 PROCESS_LAUNCH_TYPES = ["local_mp", "test_mp"]
-LAUNCH_TYPES = THREAD_LAUNCH_TYPES + PROCESS_LAUNCH_TYPES
+# slurm runs on the session's test cluster (tests/cluster), its nodes on 3 simulated hosts.
+LAUNCH_TYPES = THREAD_LAUNCH_TYPES + PROCESS_LAUNCH_TYPES + ["slurm"]
 
 
 @pytest.fixture
@@ -25,10 +27,24 @@ def box(no_leaked_threads):
         made.close()
 
 
+def _on_the_test_cluster(request) -> dict:
+    """Points Slurm's clients at the session's cluster and Boxes at its gateway; the launch
+    options that keep the run's files in the test's own folder."""
+    cluster = request.getfixturevalue("slurm_cluster")
+    monkeypatch = request.getfixturevalue("monkeypatch")
+    for name, value in cluster.env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(helpers, "BOX_HOST", cluster.network.gateway)
+    run_dir = request.getfixturevalue("tmp_path")
+    return {"slurm": lp.SlurmSettings(run_dir=str(run_dir))}
+
+
 def _launcher(launch_type, request):
     controllers = []
+    defaults = _on_the_test_cluster(request) if launch_type == "slurm" else {}
 
     def launch(program, **kwargs):
+        kwargs = {**defaults, **kwargs}
         if launch_type.startswith("test_"):
             kwargs.setdefault("test_case", request)
         controller = lp.launch(program, launch_type=launch_type, **kwargs)
@@ -58,7 +74,7 @@ def launch(request, no_leaked_threads, no_leaked_processes):
     _stop_all(controllers)
 
 
-@pytest.fixture(params=["local_mt", "local_mp"])
+@pytest.fixture(params=["local_mt", "local_mp", "slurm"])
 def launch_local(request, no_leaked_threads, no_leaked_processes):
     """As `launch`, under local_mt and local_mp: for programs expected to fail, whose failure a
     test_* launcher would turn into a failed test."""
@@ -83,7 +99,7 @@ def launch_one_mp(no_leaked_threads, no_leaked_processes, request):
     _stop_all(controllers)
 
 
-@pytest.fixture(params=PROCESS_LAUNCH_TYPES)
+@pytest.fixture(params=PROCESS_LAUNCH_TYPES + ["slurm"])
 def launch_mp(request, no_leaked_threads, no_leaked_processes):
     """As `launch`, under the process launch types only."""
     launch, controllers = _launcher(request.param, request)

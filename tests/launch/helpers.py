@@ -8,6 +8,9 @@ import sys
 from launchpad import courier
 
 TIMEOUT = 20
+# Where a Box listens: loopback, or, for programs on a test cluster's hosts (network
+# namespaces), the cluster's gateway address (set by the slurm launch fixture).
+BOX_HOST = "127.0.0.1"
 
 
 class _Sink:
@@ -40,7 +43,7 @@ class Box:
 
     def __init__(self):
         self._values: queue.Queue = queue.Queue()
-        self._server = courier.Server(_Sink(self._values))
+        self._server = courier.Server(_Sink(self._values), host=BOX_HOST)
         self._address = self._server.start()
 
     def __reduce__(self):

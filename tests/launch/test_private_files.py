@@ -11,9 +11,10 @@ import tempfile
 
 import pytest
 
-from launchpad.launch import fork_server, private_files, process
+from launchpad.launch import fork_server, private_files, spec
 from launchpad.launch.errors import UnsafePathError
-from launchpad.launch.process import FailureReport, NodeProcess, PythonProcess
+from launchpad.launch.process import NodeProcess, PythonProcess
+from launchpad.launch.spec import FailureReport
 from tests.launch.helpers import TIMEOUT
 
 OTHER_UID = 65534  # nobody
@@ -90,7 +91,7 @@ def test_a_report_of_another_user_is_refused_without_unpickling_it(tmp_path):
     report = tmp_path / "node.0.failure"
     report.write_bytes(pickle.dumps(MkdirOnUnpickle(str(tmp_path / "pwned"))))
     os.chown(report, OTHER_UID, OTHER_UID)
-    refused = process.read_report(str(report))
+    refused = spec.read_report(str(report))
     assert refused.reason.startswith("its failure report was refused")
     assert f"belongs to uid {OTHER_UID}" in refused.reason
     assert not (tmp_path / "pwned").exists()
@@ -100,19 +101,19 @@ def test_a_report_that_is_a_symlink_or_writable_by_others_is_refused(tmp_path):
     target = tmp_path / "target"
     private_files.write_private(str(target), pickle.dumps(FailureReport("x", "", None)))
     (tmp_path / "link.failure").symlink_to(target)
-    assert "refused" in process.read_report(str(tmp_path / "link.failure")).reason
+    assert "refused" in spec.read_report(str(tmp_path / "link.failure")).reason
     os.chmod(target, 0o666)
-    assert "other users may write" in process.read_report(str(target)).reason
+    assert "other users may write" in spec.read_report(str(target)).reason
 
 
 def test_a_report_that_is_not_a_report_is_a_named_failure(tmp_path):
     path = str(tmp_path / "node.0.failure")
     private_files.write_private(path, pickle.dumps({"not": "a report"}))
-    assert process.read_report(path).reason == "its failure report holds a dict, not a report"
+    assert spec.read_report(path).reason == "its failure report holds a dict, not a report"
     private_files.write_private(path, b"\x80torn by a kill")
-    assert process.read_report(path).reason.startswith("its failure report could not be read")
+    assert spec.read_report(path).reason.startswith("its failure report could not be read")
     os.unlink(path)
-    assert process.read_report(path) is None  # no report at all: the exit code tells
+    assert spec.read_report(path) is None  # no report at all: the exit code tells
 
 
 def test_an_exit_report_that_raises_does_not_stop_later_exits_being_reported(tmp_path):
@@ -120,9 +121,9 @@ def test_an_exit_report_that_raises_does_not_stop_later_exits_being_reported(tmp
     null = os.open(os.devnull, os.O_RDWR)
 
     def start(on_exit) -> NodeProcess:
-        spec = str(tmp_path / "missing.spec")  # the node fails at once: no such spec
-        node = NodeProcess("n/0", spec, str(tmp_path / "n.0.failure"), PythonProcess(),
-                           spawner, lambda: ((null, null, null), False), on_exit=on_exit)
+        missing = str(tmp_path / "missing.spec")  # the node fails at once: no such spec
+        node = NodeProcess("n/0", missing, PythonProcess(), spawner,
+                           lambda: ((null, null, null), False), on_exit=on_exit)
         node.start()
         return node
 

@@ -128,7 +128,7 @@ def test_a_task_that_never_comes_up_is_named():
     controller = lp.Controller(program)  # the real registry, with no node started
     try:
         task = controller.node_context("trainer", 0)
-        task.addresses.register("trainer", 1, replicated._TF_ADDRESS, "127.0.0.1:1")
+        task.controller.register("trainer", 1, replicated._TF_ADDRESS, "127.0.0.1:1")
         with pytest.raises(TimeoutError, match=r"Task trainer/2 \(worker 2\) of "
                                                r"ReplicatedNode 'trainer' did not come up "
                                                r"within 0.5 s"):

@@ -1,0 +1,197 @@
+"""The controller protocol: how every part of a running program talks to its controller.
+
+A program has one controller (a courier service, launch/controller.py). Every node, handle,
+launcher and the launching process reach it the same way, through the one `ControllerClient`
+this process keeps per controller (`client_for`), whatever host they run on::
+
+    hello(version)                                  -> the controller's version (checked once)
+    register(label, index, name, address)           the node serves `name` at host:port
+    resolve(label, index, name, timeout)            -> host:port, once registered (bounded wait)
+    node_started(label, index, instance, host, pid) a runner started the node
+    heartbeat(label, index, instance)               -> False: that run of the node is over
+    node_finished(label, index, instance)           its code returned
+    node_failed(label, index, instance, reason, traceback, exception)
+    request_stop(reason)                            asks the program to stop ('' : no reason)
+    wait_for_stop()                                 returns once the program is stopping
+    wait_for_end()                                  returns once every node has been ended
+
+`instance` names one run of a node (a new one per start or restart), so a report from a run
+the controller has given up on (its host was lost, then came back) is told apart. The
+exception of a failure travels pickled (cloudpickle) when it pickles, b"" otherwise; the
+reason and traceback are always text. Calls without the program's token are refused by
+courier before anything of them is unpickled.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import cloudpickle
+
+from launchpad.courier import client as courier_client
+from launchpad.courier import errors as courier_errors
+from launchpad.courier.tls import TLS
+
+PROTOCOL_VERSION = 1
+
+
+class ControllerProtocolError(RuntimeError):
+    """The controller speaks another version of the protocol than this process."""
+
+
+class ControllerClient:
+    """The program's controller as seen from this process (see the module doc).
+
+    Args:
+      address: the controller's host:port.
+      token: the program's token.
+      tls: the program's certificates, when it runs over TLS.
+    """
+
+    def __init__(self, address: str, token: str, tls: TLS | None = None):
+        self.address = address
+        # The controller exists before any node starts: if it cannot be reached, it is gone.
+        self._client = courier_client.Client(address, token=token, wait_for_ready=False,
+                                             tls=tls)
+        self._checked = False
+        self._lock = threading.Lock()
+
+    def _call(self, method: str, *args):
+        if not self._checked:
+            self._check_version()
+        return self._client.call(method, *args)
+
+    def _check_version(self) -> None:
+        with self._lock:
+            if self._checked:
+                return
+            theirs = self._client.call("hello", PROTOCOL_VERSION)
+            if theirs != PROTOCOL_VERSION:
+                raise ControllerProtocolError(
+                    f"The controller at {self.address} speaks protocol version {theirs}, this "
+                    f"process version {PROTOCOL_VERSION}: the launching process and the nodes "
+                    "must run the same version of launchpad")
+            self._checked = True
+
+    def register(self, label: str, index: int, name: str, address: str) -> None:
+        self._call("register", label, index, name, address)
+
+    def resolve(self, label: str, index: int, name: str, timeout: float) -> str:
+        return self._call("resolve", label, index, name, timeout)
+
+    def node_started(self, label: str, index: int, instance: str, host: str, pid: int) -> None:
+        self._call("node_started", label, index, instance, host, pid)
+
+    def heartbeat(self, label: str, index: int, instance: str, timeout: float) -> bool:
+        """Says this run of the node is alive; False if the controller has given it up.
+
+        Raises:
+          TimeoutError: no answer within `timeout` seconds (the link may be cut).
+        """
+        return self._call_within(timeout, "heartbeat", label, index, instance)
+
+    def ping(self, timeout: float) -> None:
+        """Returns if the controller answers within `timeout` seconds.
+
+        Raises:
+          TimeoutError: it did not (the link may be cut); courier errors: it is gone.
+        """
+        self._call_within(timeout, "hello", PROTOCOL_VERSION)
+
+    def _call_within(self, timeout: float, method: str, *args):
+        if not self._checked:
+            self._check_version()
+        future = self._client.submit(method, *args)
+        try:
+            return future.result(timeout)
+        except TimeoutError:
+            future.cancel()
+            raise
+
+    def node_finished(self, label: str, index: int, instance: str) -> None:
+        self._call("node_finished", label, index, instance)
+
+    def node_failed(self, label: str, index: int, instance: str, reason: str,
+                    node_traceback: str, exception: BaseException | None) -> None:
+        self._call("node_failed", label, index, instance, reason, node_traceback,
+                   pickle_exception(exception))
+
+    def request_stop(self, reason: str = "") -> None:
+        """Asks the program to stop (`reason`, if any, becomes the controller's stop_reason);
+        nothing to do if its controller has ended already."""
+        try:
+            self._call("request_stop", reason)
+        except courier_errors.ServerUnavailableError:
+            pass
+
+    def wait_for_stop(self) -> None:
+        """Returns when the program starts stopping; raises if the controller is gone."""
+        self._call("wait_for_stop")
+
+    def wait_for_end(self) -> None:
+        """Returns when the controller has ended every node; raises if it is gone."""
+        self._call("wait_for_end")
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def pickle_exception(exception: BaseException | None) -> bytes:
+    """The exception pickled for the protocol; b"" when there is none or it cannot pickle."""
+    if exception is None:
+        return b""
+    try:
+        return cloudpickle.dumps(exception)
+    except Exception:  # noqa: BLE001 - an unpicklable exception still has its text
+        return b""
+
+
+_clients: dict[tuple[str, str, TLS | None], ControllerClient] = {}
+_clients_lock = threading.Lock()
+
+
+def client_for(address: str, token: str, tls: TLS | None = None) -> ControllerClient:
+    """This process's client of the controller at `address` (made on first use)."""
+    with _clients_lock:
+        found = _clients.get((address, token, tls))
+        if found is None:
+            found = _clients[(address, token, tls)] = ControllerClient(address, token, tls)
+        return found
+
+
+def forget(address: str) -> None:
+    """Closes and drops the clients of a controller that has ended."""
+    with _clients_lock:
+        gone = [key for key in _clients if key[0] == address]
+        clients = [_clients.pop(key) for key in gone]
+    for client in clients:
+        client.close()
+
+
+class NodeResolver:
+    """Finds a node's address through its program's controller (a courier AddressResolver;
+    picklable, so handles carry it to any process of the program)."""
+
+    def __init__(self, controller_address: str, token: str, label: str, index: int,
+                 name: str = "", tls: TLS | None = None):
+        self._controller_address = controller_address
+        self._token = token
+        self._tls = tls
+        self._label = label
+        self._index = index
+        self._name = name
+
+    def resolve(self, timeout: float) -> str:
+        # The controller runs for as long as the program does: if it cannot be reached at
+        # once, the program has stopped, and waiting would only delay the error.
+        try:
+            return client_for(self._controller_address, self._token, self._tls).resolve(
+                self._label, self._index, self._name, timeout)
+        except courier_errors.ServerUnavailableError as e:
+            raise courier_errors.ServerUnavailableError(
+                f"Cannot reach node {self._label}/{self._index}: its program's controller at "
+                f"{self._controller_address} is gone (the program has stopped)") from e
+
+    def __repr__(self) -> str:
+        return f"<node {self._label}/{self._index}>"
+

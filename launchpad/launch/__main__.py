@@ -1,0 +1,24 @@
+"""`python -m launchpad.launch`: what launchers start on a node's host.
+
+    python -m launchpad.launch --spec PATH     runs one node (launch/runner.py); - reads stdin
+    python -m launchpad.launch --hold PATH     holds a cluster job for its program's controller
+                                               (launch/job_holder.py)
+
+A module of its own, so that neither is imported by the package before it runs.
+"""
+
+import argparse
+
+from launchpad.launch import job_holder, runner
+
+parser = argparse.ArgumentParser(prog="python -m launchpad.launch",
+                                 description="Runs a node of a launchpad program, or holds "
+                                             "its cluster job.")
+what = parser.add_mutually_exclusive_group(required=True)
+what.add_argument("--spec", help="the node's spec: a private file, or - for stdin")
+what.add_argument("--hold", help="the job's holder file (a private file)")
+args = parser.parse_args()
+if args.spec:
+    runner.exit_process(runner.run_process(runner.read_spec(args.spec)))
+else:
+    raise SystemExit(job_holder.hold(args.hold))

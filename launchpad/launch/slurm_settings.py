@@ -1,0 +1,61 @@
+"""`lp.SlurmSettings`: how a program's Slurm job is asked for (`lp.launch(..., slurm=...)`).
+
+What each node needs is said once for every engine, with `lp.Resources`; what is Slurm's own -
+the partition, account, QoS, time limit, extra `sbatch` arguments, where the run's files go -
+is said here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Sequence
+
+
+@dataclasses.dataclass(frozen=True)
+class SlurmSettings:
+    """Slurm options of a launch.
+
+    Args:
+      partition, account, qos: `sbatch --partition/--account/--qos`.
+      time_limit: `sbatch --time`: minutes, or Slurm's "D-HH:MM:SS" forms.
+      stop_before_end_secs: Slurm signals the nodes this long before the time limit (`sbatch
+        --signal`); the program then stops gracefully (stop handlers run, a ReverbNode
+        checkpoints) and ends named as timed out, not as a crash.
+      sbatch_args: more `sbatch` arguments, e.g. ["--constraint=a100", "--exclusive"].
+      run_dir: a folder of the filesystem the cluster shares, where the run's folder (node
+        specs, logs) is made, private to the user (default ~/.launchpad).
+      controller_host: the address nodes reach the controller at (default: this host's
+        address on the route to slurmctld).
+    """
+
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    time_limit: int | str | None = None
+    stop_before_end_secs: int = 60
+    sbatch_args: Sequence[str] = ()
+    run_dir: str = dataclasses.field(
+        default_factory=lambda: os.path.join(os.path.expanduser("~"), ".launchpad"))
+    controller_host: str | None = None
+
+    def __post_init__(self):
+        if isinstance(self.sbatch_args, str):
+            raise TypeError("SlurmSettings.sbatch_args must be a list of arguments, got the "
+                            f"string {self.sbatch_args!r}")
+        if not isinstance(self.stop_before_end_secs, int) or self.stop_before_end_secs < 0:
+            raise ValueError("SlurmSettings.stop_before_end_secs must be an int >= 0, got "
+                             f"{self.stop_before_end_secs!r}")
+        if isinstance(self.time_limit, int) and self.time_limit < 1:
+            raise ValueError(f"SlurmSettings.time_limit must be >= 1 minute, got "
+                             f"{self.time_limit}")
+
+    def sbatch_options(self) -> list[str]:
+        """The job-wide `sbatch` arguments these settings make."""
+        options = [f"--{name}={value}" for name, value in (
+            ("partition", self.partition), ("account", self.account), ("qos", self.qos),
+            ("time", self.time_limit)) if value is not None]
+        if self.stop_before_end_secs:
+            # To every step (the nodes), not the batch shell, which only holds the job.
+            options.append(f"--signal=USR1@{self.stop_before_end_secs}")
+        return options + list(self.sbatch_args)

@@ -1,0 +1,185 @@
+"""launch_type="slurm" on a real Slurm whose nodes are 3 simulated hosts (tests/cluster): what
+only a cluster shows - nodes on several hosts talking across them, heterogeneous jobs, a node
+lost on its host, the time-limit warning, TLS between hosts, the job never outliving its
+program - and bad input refused before anything is submitted. The programs every launch type
+runs (tests/launch/test_*.py) run under slurm too, through the `launch` fixtures."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import signal
+import subprocess
+
+import pytest
+
+import launchpad as lp
+from tests.launch.helpers import TIMEOUT
+
+WHOLE_HOST = lp.Resources(cpus=16)  # the test cluster's hosts have 16 CPUs each
+
+
+class Where:
+    """Serves where it runs."""
+
+    def host(self) -> str:
+        return os.popen("hostname -I").read().split()[0]
+
+
+def _report_hosts(servers, box) -> None:
+    """Calls every server; puts (the address each was reached at, where each runs, where this
+    client runs) into the box."""
+    seen = [(server.host(), server.address) for server in servers]
+    box.put((seen, os.popen("hostname -I").read().split()[0]))
+
+
+def _servers_and_client(name: str, count: int, box):
+    program = lp.Program(name)
+    with program.group("server"):
+        servers = [program.add_node(lp.CourierNode(Where)) for _ in range(count)]
+    with program.group("client"):
+        program.add_node(lp.PyNode(_report_hosts, servers, box))
+    return program
+
+
+def _jobs_named(name: str) -> list[str]:
+    done = subprocess.run(["squeue", "-h", "-n", f"lp-{name}", "-o", "%i"],
+                          capture_output=True, text=True, check=True)
+    return done.stdout.split()
+
+
+@pytest.fixture
+def slurm(request, slurm_cluster, monkeypatch, tmp_path, no_leaked_threads,
+          no_leaked_processes):
+    """`slurm(program, **options)` launches on the test cluster; programs are stopped after."""
+    from tests.launch.conftest import _launcher, _stop_all
+    launch, controllers = _launcher("slurm", request)
+    yield launch
+    _stop_all(controllers, failures_expected=True)
+
+
+def test_nodes_run_on_several_hosts_and_call_each_other_across_them(slurm, box, slurm_cluster):
+    results = box()
+    controller = slurm(_servers_and_client("spread", 3, results),
+                       resources={"server": WHOLE_HOST})
+    seen, client_host = results.get()
+    subnet = ipaddress.ip_network(slurm_cluster.network.subnet)
+    hosts = {where for where, _ in seen}
+    assert len(hosts) == 3, seen  # a whole host each
+    for where, reached_at in seen:
+        assert reached_at.rsplit(":", 1)[0] == where  # each advertises its own host's address
+        assert ipaddress.ip_address(where) in subnet
+    assert client_host in slurm_cluster.host_addresses
+    assert set(controller.hosts().values()) <= set(slurm_cluster.host_addresses)
+    assert _jobs_named("spread"), "the program's job should run while the program does"
+    controller.stop()
+    assert controller.wait(TIMEOUT)
+    assert not _jobs_named("spread"), "the job must not outlive its program"
+
+
+def test_groups_with_different_resources_make_a_heterogeneous_job(slurm, box):
+    results = box()
+    controller = slurm(_servers_and_client("het", 2, results),
+                       resources={"server": WHOLE_HOST, "client": lp.Resources(cpus=2)})
+    seen, client_host = results.get()
+    assert client_host not in {where for where, _ in seen}  # components get their own nodes
+    components = subprocess.run(["squeue", "-h", "-n", "lp-het", "-o", "%i"],
+                                capture_output=True, text=True, check=True).stdout.split()
+    assert len(components) == 2 and all("+" in c for c in components), components
+    controller.stop()
+    assert controller.wait(TIMEOUT)
+
+
+def _run_forever() -> None:
+    lp.wait_for_stop()
+
+
+def test_a_node_that_vanishes_on_its_host_fails_named_within_the_liveness_timeout(
+        slurm, slurm_cluster):
+    program = lp.Program("lost")
+    program.add_node(lp.PyNode(_run_forever), label="worker")
+    controller = slurm(program, liveness_timeout_secs=3)
+    assert controller.wait_for_started("worker/0", TIMEOUT)
+    pid = controller.node_pids()["worker/0"]
+    os.kill(pid, signal.SIGSTOP)  # frozen: it neither reports nor ends, as on a lost host
+    with pytest.raises(lp.NodeFailedError, match="no heartbeat for 3s") as failed:
+        controller.wait(TIMEOUT)
+    assert failed.value.node == "worker/0"
+
+
+def test_a_step_cancelled_from_outside_fails_its_node_named(slurm):
+    program = lp.Program("cancelled")
+    program.add_node(lp.PyNode(_run_forever), label="worker")
+    controller = slurm(program)
+    assert controller.wait_for_started("worker/0", TIMEOUT)
+    job = _jobs_named("cancelled")[0]
+    steps = subprocess.run(["squeue", "-h", "-s", "-j", job, "-o", "%i %j"],
+                           capture_output=True, text=True, check=True).stdout.splitlines()
+    step = next(line.split()[0] for line in steps if line.endswith("worker.0"))
+    subprocess.run(["scancel", step], check=True)
+    with pytest.raises(lp.NodeFailedError, match="worker/0") as failed:
+        controller.wait(TIMEOUT)
+    assert "SIGTERM" in failed.value.reason or "code" in failed.value.reason
+
+
+def test_the_time_limit_warning_stops_the_program_gracefully_named(slurm, box, tmp_path):
+    stopped = box()
+    program = lp.Program("timed")
+
+    def serve_until_stopped(out):
+        lp.register_stop_handler(lambda: out.put("stop handler ran"))
+        lp.wait_for_stop()
+
+    program.add_node(lp.PyNode(serve_until_stopped, stopped), label="worker")
+    # A one-minute job warned 55 s before its end: Slurm's check runs every few seconds.
+    controller = slurm(program, slurm=lp.SlurmSettings(
+        run_dir=str(tmp_path), time_limit=1, stop_before_end_secs=55))
+    assert stopped.get(timeout=70) == "stop handler ran"
+    assert controller.wait(TIMEOUT)  # not a failure
+    assert "time limit" in controller.stop_reason
+
+
+def test_tls_between_hosts(slurm, box):
+    results = box()
+    controller = slurm(_servers_and_client("tls", 2, results),
+                       resources={"server": WHOLE_HOST}, tls=True)
+    seen, _ = results.get()
+    assert len({where for where, _ in seen}) == 2
+    assert controller.tls is not None
+    controller.stop()
+    assert controller.wait(TIMEOUT)
+
+
+def test_unknown_groups_and_bad_settings_are_refused_before_anything_is_submitted(
+        slurm_cluster, monkeypatch):
+    for name, value in slurm_cluster.env.items():
+        monkeypatch.setenv(name, value)
+    program = lp.Program("refused")
+    program.add_node(lp.PyNode(int), label="worker")
+    with pytest.raises(ValueError, match=r"resources names groups \['learner'\].*'worker'"):
+        lp.launch(program, launch_type="slurm", resources={"learner": lp.Resources()})
+    with pytest.raises(TypeError, match="lp.Resources"):
+        lp.launch(program, launch_type="slurm", resources={"worker": 4})
+    with pytest.raises(TypeError, match="lp.SlurmSettings"):
+        lp.launch(program, launch_type="slurm", slurm={"partition": "gpu"})
+    with pytest.raises(ValueError, match="cpus must be an int >= 1"):
+        lp.Resources(cpus=0)
+    assert not _jobs_named("refused")
+
+
+def test_a_job_slurm_refuses_is_a_clear_error(slurm_cluster, monkeypatch, tmp_path):
+    for name, value in slurm_cluster.env.items():
+        monkeypatch.setenv(name, value)
+    program = lp.Program("too-big")
+    program.add_node(lp.PyNode(int), label="worker")
+    with pytest.raises(lp.SlurmError, match="sbatch"):
+        lp.launch(program, launch_type="slurm", resources={"worker": lp.Resources(cpus=64)},
+                  slurm=lp.SlurmSettings(run_dir=str(tmp_path)))
+
+
+def test_without_slurm_installed_the_launch_says_so(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no sbatch, srun, ... here
+    program = lp.Program("nowhere")
+    program.add_node(lp.PyNode(int), label="worker")
+    with pytest.raises(lp.LaunchError, match="needs Slurm's client commands.*sbatch"):
+        lp.launch(program, launch_type="slurm")
