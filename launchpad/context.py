@@ -58,6 +58,8 @@ class NodeContext:
     _stop_handlers: list = dataclasses.field(default_factory=list)
     _handlers_lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
     _notified: bool = False
+    # Set once the stop handlers have run (a node's process waits for it before it exits).
+    handlers_done: threading.Event = dataclasses.field(default_factory=threading.Event)
 
     @property
     def name(self) -> str:
@@ -98,7 +100,7 @@ class NodeContext:
         same program, stopped when this one is."""
         child = dataclasses.replace(
             self, label=label, index=index, stop_event=threading.Event(), _stop_handlers=[],
-            _handlers_lock=threading.Lock(), _notified=False)
+            _handlers_lock=threading.Lock(), _notified=False, handlers_done=threading.Event())
         self.add_stop_handler(child.notify_stop)
         return child
 
@@ -133,6 +135,7 @@ class NodeContext:
             except Exception:  # noqa: BLE001 - one bad handler must not block the others
                 logging.exception("Stop handler %r of %s/%s raised", handler,
                                   self.program_name, self.name)
+        self.handlers_done.set()
 
 
 _current: contextvars.ContextVar[NodeContext | None] = contextvars.ContextVar(

@@ -7,7 +7,8 @@ this process keeps per controller (`client_for`), whatever host they run on::
     hello(version)                                  -> the controller's version (checked once)
     register(label, index, name, address)           the node serves `name` at host:port
     resolve(label, index, name, timeout)            -> host:port, once registered (bounded wait)
-    node_started(label, index, instance, host, pid) a runner started the node
+    node_started(label, index, instance, host, pid, heartbeats)
+                                                    a runner started the node (beating or not)
     heartbeat(label, index, instance)               -> False: that run of the node is over
     node_finished(label, index, instance)           its code returned
     node_failed(label, index, instance, reason, traceback, exception)
@@ -79,8 +80,9 @@ class ControllerClient:
     def resolve(self, label: str, index: int, name: str, timeout: float) -> str:
         return self._call("resolve", label, index, name, timeout)
 
-    def node_started(self, label: str, index: int, instance: str, host: str, pid: int) -> None:
-        self._call("node_started", label, index, instance, host, pid)
+    def node_started(self, label: str, index: int, instance: str, host: str, pid: int,
+                     heartbeats: bool) -> None:
+        self._call("node_started", label, index, instance, host, pid, heartbeats)
 
     def heartbeat(self, label: str, index: int, instance: str, timeout: float) -> bool:
         """Says this run of the node is alive; False if the controller has given it up.

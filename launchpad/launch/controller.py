@@ -307,8 +307,10 @@ class _ControllerService:
                 timeout: float) -> concurrent.futures.Future:
         return self._registry.future(label, index, name, timeout)
 
-    def node_started(self, label: str, index: int, instance: str, host: str, pid: int) -> None:
-        self._supervisor.started(self._registry.check_node(label, index), instance, host, pid)
+    def node_started(self, label: str, index: int, instance: str, host: str, pid: int,
+                     heartbeats: bool) -> None:
+        self._supervisor.started(self._registry.check_node(label, index), instance, host, pid,
+                                 heartbeats)
 
     def heartbeat(self, label: str, index: int, instance: str) -> bool:
         return self._supervisor.heartbeat(self._registry.check_node(label, index), instance)

@@ -67,7 +67,7 @@ def run_in_thread(node: base.Node, node_context: context.NodeContext) -> BaseExc
     """Runs `node` on this thread of the launching process and reports how it ended."""
     instance = new_instance()
     node_context.controller.node_started(node_context.label, node_context.index, instance,
-                                         node_context.host, os.getpid())
+                                         node_context.host, os.getpid(), False)
     error = base.run_in_context(node, node_context)
     report(node_context, instance, error)
     return error
@@ -165,7 +165,8 @@ def run_process(node_spec: spec.NodeSpec) -> int:
     if not child:
         try:
             node_context.controller.node_started(node_spec.label, node_spec.index, instance,
-                                                 node_context.host, os.getpid())
+                                                 node_context.host, os.getpid(),
+                                                 node_spec.heartbeat_secs > 0)
         except Exception as e:  # noqa: BLE001 - nobody to run for
             print(f"launchpad: node {node_spec.name}: cannot reach its controller at "
                   f"{node_spec.controller_address} ({type(e).__name__}: {e}); exiting",
@@ -180,6 +181,10 @@ def run_process(node_spec: spec.NodeSpec) -> int:
         error: BaseException | None = e
     else:
         error = base.run_in_context(node, node_context)
+    if node_context.stop_event.is_set():
+        # The node returned on the stop: its stop handlers may still run (e.g. saving, or
+        # telling another node), and must finish before the process ends.
+        node_context.handlers_done.wait(node_spec.termination_notice_secs)
     if child and error is not None:
         spec.write_report(node_spec.report_path, error)
     elif not child:

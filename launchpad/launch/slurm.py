@@ -33,6 +33,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -50,10 +51,12 @@ from launchpad.launch.resources import Resources
 from launchpad.launch.slurm_settings import SlurmSettings
 from launchpad.program import Program
 
-_COMMANDS = ("sbatch", "srun", "scancel", "squeue", "scontrol")
+_COMMANDS = ("sbatch", "srun", "scancel", "squeue", "scontrol", "sinfo")
 _POLL_SECS = 0.2  # how often a pending job's state is read (Slurm has no event for it)
 _RUNNING = "RUNNING"
 _WAITING = ("PENDING", "CONFIGURING", "REQUEUED", "RESIZING")
+_LIVE = {_RUNNING, "COMPLETING", "SUSPENDED", "STOPPED", *_WAITING}  # the job is not over
+_END_TIMEOUT_SECS = 30.0
 
 
 class SlurmError(LaunchError):
@@ -126,6 +129,25 @@ def _resource_options(needs: Resources) -> list[str]:
     return options + [f"--{key}={value}" for key, value in needs.extra.items()]
 
 
+def _check_possible(sbatch: list[str], components: int, partition: str | None) -> None:
+    """Refuses, before submitting, a job Slurm could never run (it would pend for ever).
+
+    Raises:
+      SlurmError: with Slurm's own reason.
+    """
+    _run(["sbatch", "--test-only", *sbatch[2:]])
+    if components > 1:  # --test-only misses it: each component needs nodes of its own
+        nodes = _run(["sinfo", "-h", "-o", "%D", *([f"--partition={partition}"]
+                                                   if partition else [])]).stdout.split()
+        available = sum(int(n) for n in nodes)
+        if components > available:
+            raise SlurmError(
+                f"The groups ask for {components} different lp.Resources, so the job is "
+                f"heterogeneous with {components} components, and Slurm gives each component "
+                f"nodes of its own; the partition has {available}. Give groups the same "
+                "lp.Resources, or use a larger partition")
+
+
 class SlurmJob:
     """The program's allocation: submitted at launch, cancelled when the program ends."""
 
@@ -146,6 +168,7 @@ class SlurmJob:
         holder_path = os.path.join(run_dir, "job.holder")
         job_holder.write(holder_path, holder)
         argv += ["--wrap", f"exec {sys.executable} -m launchpad.launch --hold {holder_path}"]
+        _check_possible(argv, len(components), settings.partition)
         self.job_id = _run(argv).stdout.strip().split(";")[0]
         logging.info("Program %s is Slurm job %s", program_name, self.job_id)
         threading.Thread(target=self._wait_running, name=f"lp-slurm-{self.job_id}",
@@ -153,10 +176,7 @@ class SlurmJob:
 
     def _wait_running(self) -> None:
         while not self._started.is_set():
-            try:
-                states = set(_run(["squeue", "-h", "-j", self.job_id, "-o", "%T"]).stdout.split())
-            except SlurmError as e:
-                states = {f"unknown ({e})"}
+            states = self._states()
             if states == {_RUNNING}:
                 self._started.set()
             elif not states or not states <= {_RUNNING, *_WAITING}:
@@ -189,6 +209,19 @@ class SlurmJob:
             _run(["scancel", self.job_id])
         except SlurmError as e:
             logging.warning("Cancelling Slurm job %s failed: %s", self.job_id, e)
+            return
+        deadline = time.monotonic() + _END_TIMEOUT_SECS
+        while self._states() & _LIVE and time.monotonic() < deadline:
+            time.sleep(_POLL_SECS)  # Slurm has no event for a job's end either
+        if self._states() & _LIVE:
+            logging.warning("Slurm job %s still runs %gs after scancel", self.job_id,
+                            _END_TIMEOUT_SECS)
+
+    def _states(self) -> set[str]:
+        try:
+            return set(_run(["squeue", "-h", "-j", self.job_id, "-o", "%T"]).stdout.split())
+        except SlurmError:
+            return set()  # squeue forgets ended jobs (and then refuses the id)
 
 
 class SrunSpawner:

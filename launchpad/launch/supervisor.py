@@ -99,11 +99,15 @@ class Supervisor:
 
     # --- what nodes tell (the controller protocol) --------------------------------------
 
-    def started(self, unit: NodeKey, instance: str, host: str, pid: int) -> None:
+    def started(self, unit: NodeKey, instance: str, host: str, pid: int,
+                heartbeats: bool) -> None:
+        """A runner started the unit; a run that `heartbeats` is lost once silent."""
         with self._lock:
             self._instances[unit] = instance
             self._hosts[unit] = (host, pid)
             self._reports.pop(unit, None)
+            if heartbeats:
+                self._heartbeats[unit] = time.monotonic()
             self._changed.notify_all()
 
     def heartbeat(self, unit: NodeKey, instance: str) -> bool:

@@ -39,6 +39,15 @@ def _on_the_test_cluster(request) -> dict:
     return {"slurm": lp.SlurmSettings(run_dir=str(run_dir))}
 
 
+@pytest.fixture
+def cluster_first(request):
+    """Starts the session's test cluster, when the test runs under slurm, before the leak
+    checks take their note of what runs (its daemons outlive the test, as they should)."""
+    callspec = getattr(request.node, "callspec", None)
+    if callspec is not None and "slurm" in callspec.params.values():
+        request.getfixturevalue("slurm_cluster")
+
+
 def _launcher(launch_type, request):
     controllers = []
     defaults = _on_the_test_cluster(request) if launch_type == "slurm" else {}
@@ -67,7 +76,7 @@ def _stop_all(controllers, failures_expected=False):
 
 
 @pytest.fixture(params=LAUNCH_TYPES)
-def launch(request, no_leaked_threads, no_leaked_processes):
+def launch(request, cluster_first, no_leaked_threads, no_leaked_processes):
     """`launch(program, **kwargs)` under each launch type; every program is stopped after."""
     launch, controllers = _launcher(request.param, request)
     yield launch
@@ -75,7 +84,7 @@ def launch(request, no_leaked_threads, no_leaked_processes):
 
 
 @pytest.fixture(params=["local_mt", "local_mp", "slurm"])
-def launch_local(request, no_leaked_threads, no_leaked_processes):
+def launch_local(request, cluster_first, no_leaked_threads, no_leaked_processes):
     """As `launch`, under local_mt and local_mp: for programs expected to fail, whose failure a
     test_* launcher would turn into a failed test."""
     launch, controllers = _launcher(request.param, request)
@@ -99,9 +108,18 @@ def launch_one_mp(no_leaked_threads, no_leaked_processes, request):
     _stop_all(controllers)
 
 
-@pytest.fixture(params=PROCESS_LAUNCH_TYPES + ["slurm"])
-def launch_mp(request, no_leaked_threads, no_leaked_processes):
-    """As `launch`, under the process launch types only."""
+@pytest.fixture(params=PROCESS_LAUNCH_TYPES)
+def launch_mp(request, cluster_first, no_leaked_threads, no_leaked_processes):
+    """As `launch`, under the process launch types of this host only."""
+    launch, controllers = _launcher(request.param, request)
+    yield launch
+    _stop_all(controllers)
+
+
+@pytest.fixture(params=["local_mp", "slurm"])
+def launch_killable(request, cluster_first, no_leaked_threads, no_leaked_processes):
+    """As `launch`, where each node is a process a test may kill (`controller.node_pids()`
+    has its pid on its host), on this host and on the test cluster."""
     launch, controllers = _launcher(request.param, request)
     yield launch
     _stop_all(controllers)

@@ -60,12 +60,12 @@ def slurm(request, slurm_cluster, monkeypatch, tmp_path, no_leaked_threads,
 
 def test_nodes_run_on_several_hosts_and_call_each_other_across_them(slurm, box, slurm_cluster):
     results = box()
-    controller = slurm(_servers_and_client("spread", 3, results),
-                       resources={"server": WHOLE_HOST})
+    controller = slurm(_servers_and_client("spread", 2, results),
+                       resources={"server": WHOLE_HOST, "client": WHOLE_HOST})
     seen, client_host = results.get()
     subnet = ipaddress.ip_network(slurm_cluster.network.subnet)
-    hosts = {where for where, _ in seen}
-    assert len(hosts) == 3, seen  # a whole host each
+    hosts = {where for where, _ in seen} | {client_host}
+    assert len(hosts) == 3, (seen, client_host)  # a whole host each
     for where, reached_at in seen:
         assert reached_at.rsplit(":", 1)[0] == where  # each advertises its own host's address
         assert ipaddress.ip_address(where) in subnet
