@@ -146,6 +146,23 @@ _process_contexts: "weakref.WeakSet[NodeContext]" = weakref.WeakSet()
 _process_lock = threading.Lock()
 
 
+# The launching process's context of each program launched from it (the last launch of it),
+# kept by the runtime rather than by the graph; weak, so a dropped program drops out.
+_launches: "weakref.WeakKeyDictionary[Any, NodeContext]" = weakref.WeakKeyDictionary()
+
+
+def link_launch(program: Any, launcher_context: NodeContext) -> None:
+    """Records that `program` was launched from this process, with `launcher_context`."""
+    with _process_lock:
+        _launches[program] = launcher_context
+
+
+def launch_of(program: Any) -> NodeContext | None:
+    """The launcher's context of the last launch of `program` from this process, or None."""
+    with _process_lock:
+        return _launches.get(program)
+
+
 def enter(node_context: NodeContext) -> contextvars.Token:
     """Makes `node_context` current for this thread (and contexts copied from it)."""
     return _current.set(node_context)

@@ -73,7 +73,6 @@ class Program:
         self._groups: dict[str, list[GraphNode]] = {}
         self._current_group: str | None = None
         self._restart_policies: dict[str, RestartPolicy] = {}
-        self.launch_link: Any = None  # set by the launcher while the program runs
 
     @property
     def name(self) -> str:

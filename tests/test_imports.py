@@ -82,8 +82,15 @@ def _module_level_imports(path: pathlib.Path) -> set[str]:
     return {m for m in found if m.startswith("launchpad")}
 
 
-def test_the_graph_and_the_context_import_neither_nodes_nor_launchers():
-    for name in ("program.py", "context.py", "address.py", "stopping.py"):
+def test_the_graph_the_context_and_the_protocol_import_neither_nodes_nor_launchers():
+    for name in ("program.py", "context.py", "address.py", "stopping.py", "control.py"):
         imports = _module_level_imports(PACKAGE / name)
         above = {m for m in imports if m.startswith(("launchpad.nodes", "launchpad.launch"))}
         assert not above, f"{name} imports {above}"
+
+
+def test_a_nodes_runner_is_not_imported_by_the_package_before_it_runs():
+    """`python -m launchpad.launch` runs a node; the package must not have imported its
+    __main__ (runpy would warn, and run it twice)."""
+    out = _run("import sys, launchpad; print('launchpad.launch.__main__' in sys.modules)")
+    assert out == "False"

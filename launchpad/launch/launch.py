@@ -15,6 +15,7 @@ from typing import Any
 
 from absl import flags, logging
 
+from launchpad import context
 from launchpad.courier.tls import TLS
 from launchpad.launch import (
     at_exit,
@@ -57,6 +58,19 @@ _LAUNCHERS = {
 }
 
 
+_SLURM_FLAGS = {"partition": "partition", "account": "account", "qos": "QoS",
+                "time_limit": "time limit (minutes, or D-HH:MM:SS)"}
+
+
+def _slurm_settings(slurm: SlurmSettings | None) -> SlurmSettings | None:
+    """The settings given, else those of the --lp_slurm_* flags, else None (the defaults)."""
+    if slurm is not None:
+        return slurm
+    given = {name: _flag_value(f"lp_slurm_{name}") for name in _SLURM_FLAGS}
+    given = {name: value for name, value in given.items() if value is not None}
+    return SlurmSettings(**given) if given else None
+
+
 def _define_flags(flag_values: flags.FlagValues) -> None:
     flags.DEFINE_string(
         "lp_launch_type", None,
@@ -72,6 +86,10 @@ def _define_flags(flag_values: flags.FlagValues) -> None:
         "The interface nodes bind their servers to (default: loopback for local launch "
         "types; for cluster ones, the interface through which a host reaches the "
         "controller; 0.0.0.0 binds every interface).", flag_values=flag_values)
+    for name, what in _SLURM_FLAGS.items():
+        flags.DEFINE_string(f"lp_slurm_{name}", None,
+                            f"launch_type=slurm: the job's {what}, when lp.launch() is given "
+                            "no slurm=lp.SlurmSettings(...)", flag_values=flag_values)
 
 
 # Defining is not parsing: the flags exist so that `app.run` accepts them on the command line.
@@ -109,8 +127,8 @@ def _check_program(program: Any) -> Program:
         raise TypeError(f"lp.launch expects a Program (or a list of them), got {program!r}")
     if not program.get_all_nodes():
         raise ValueError(f"Program {program.name!r} has no nodes to launch")
-    link = program.launch_link
-    if link is not None and not link.stop_event.is_set():
+    running = context.launch_of(program)
+    if running is not None and not running.stop_event.is_set():
         raise ValueError(f"Program {program.name!r} is already running; stop it (and wait) "
                          "before launching it again")
     return program
@@ -191,7 +209,8 @@ def launch(programs: Program | Sequence[Program],
     _ignore_xm_resources(xm_resources, launch_type)
     options = {"test_case": test_case, "serialize_py_nodes": serialize_py_nodes,
                "local_resources": local_resources, "terminal": terminal,
-               "resources": resources, "slurm": slurm,
+               "resources": resources,
+               "slurm": _slurm_settings(slurm) if launch_type is LaunchType.SLURM else slurm,
                "bind_address": _flag_value("lp_bind_address")}
     if hasattr(launcher, "validate"):
         launcher.validate(**options)
@@ -209,7 +228,7 @@ def launch(programs: Program | Sequence[Program],
         controller = Controller(program, termination_notice_secs=termination_notice_secs,
                                 liveness_timeout_secs=liveness_timeout_secs, host=host,
                                 tls=tls)
-        program.launch_link = controller.launcher_context
+        context.link_launch(program, controller.launcher_context)
         interrupts.watch(controller)
         try:
             launcher.launch(program, controller, **options)

@@ -273,7 +273,8 @@ def _components(program: Program, needs: dict[str, Resources]) -> list[tuple[Res
 def _stop_signals(settings: SlurmSettings) -> dict[str, str]:
     if not settings.stop_before_end_secs:
         return {}
-    return {"SIGUSR1": f"the Slurm job's time limit is {settings.stop_before_end_secs}s away"}
+    return {"SIGUSR1": "Slurm warned that the job ends soon (its time limit is at most "
+                       f"{settings.stop_before_end_secs}s away, or it is being preempted)"}
 
 
 def make_run_dir(program_name: str, settings: SlurmSettings) -> str:

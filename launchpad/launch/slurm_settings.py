@@ -20,8 +20,10 @@ class SlurmSettings:
       partition, account, qos: `sbatch --partition/--account/--qos`.
       time_limit: `sbatch --time`: minutes, or Slurm's "D-HH:MM:SS" forms.
       stop_before_end_secs: Slurm signals the nodes this long before the time limit (`sbatch
-        --signal`); the program then stops gracefully (stop handlers run, a ReverbNode
-        checkpoints) and ends named as timed out, not as a crash.
+        --signal=USR1@SECS`; also on preemption where the cluster sets PreemptParameters=
+        send_user_signal); the program then stops gracefully (stop handlers run, a
+        ReverbNode checkpoints) and `wait()` returns with `controller.stop_reason` saying
+        why, not a crash. 0: no warning.
       sbatch_args: more `sbatch` arguments, e.g. ["--constraint=a100", "--exclusive"].
       run_dir: a folder of the filesystem the cluster shares, where the run's folder (node
         specs, logs) is made, private to the user (default ~/.launchpad).

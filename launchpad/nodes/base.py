@@ -71,8 +71,9 @@ class Handle(abc.ABC):
         if found is not None and found.program_name == self._program_name:
             return found
         program = self._node.program if self._node is not None else None
-        if program is not None and program.launch_link is not None:
-            return program.launch_link
+        launched = context.launch_of(program) if program is not None else None
+        if launched is not None:
+            return launched
         raise context.NoContextError(
             f"Handle of node {self.node_name} of program {self._program_name!r} can only be "
             "dereferenced in a node of that program, or after lp.launch() of it")

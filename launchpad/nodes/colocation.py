@@ -13,13 +13,11 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from launchpad import context
 from launchpad.nodes import base
-
-if TYPE_CHECKING:
-    from launchpad.program import Program
+from launchpad.program import Program, RestartPolicy
 
 
 class ColocationError(RuntimeError):
@@ -109,16 +107,17 @@ class MultiProcessingColocation(_Colocation):
     """Runs several nodes as child processes of one node.
 
     A node whose process fails is started again, up to `num_retries_on_failure` times in all
-    (as in Launchpad); then the colocation fails with a ColocationError naming it, after its
-    other processes are ended. The colocation ends when every process has ended well.
+    (as in Launchpad; the budget is kept as an lp.RestartPolicy, the one way retries are
+    said); then the colocation fails with a ColocationError naming it, after its other
+    processes are ended. The colocation ends when every process has ended well.
     """
 
     def __init__(self, nodes: Sequence[base.Node], num_retries_on_failure: int = 0):
         super().__init__(nodes)
-        if num_retries_on_failure < 0:
-            raise ValueError(f"num_retries_on_failure must be >= 0, got "
-                             f"{num_retries_on_failure}")
-        self._num_retries_on_failure = num_retries_on_failure
+        if not isinstance(num_retries_on_failure, int) or num_retries_on_failure < 0:
+            raise ValueError(f"num_retries_on_failure must be an int >= 0, got "
+                             f"{num_retries_on_failure!r}")
+        self._retries = RestartPolicy(max_restarts=num_retries_on_failure, backoff_secs=0.0)
 
     def execute(self) -> None:
         self._check_not_empty()
@@ -149,8 +148,10 @@ class MultiProcessingColocation(_Colocation):
             if child.returncode == 0 or parent.stop_event.is_set():
                 continue
             reason, node_traceback, exception = child.failure()
-            if retries < self._num_retries_on_failure:
+            if retries < self._retries.max_restarts:
                 retries += 1
+                if parent.stop_event.wait(self._retries.delay(retries)):
+                    continue
                 child.restart()
                 running.add(child)
                 continue

@@ -9,7 +9,8 @@ Its handle dereferences to a `courier.Client` that finds the address through the
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from launchpad import context
@@ -63,15 +64,28 @@ class CourierNode(python.PyClassNode):
 
     def execute(self) -> None:
         node = context.current()
-        server = node.new_server(**self._server_kwargs)
-        server.start()
-        try:
-            node.controller.register(self.label, self.index, "", node.endpoint(server.port))
+        with serving(node, **self._server_kwargs) as server:
             instance = self.build()
             server.serve(instance)
-            if self.runs_object(instance):
-                instance.run()
-            else:
-                node.stop_event.wait()
-        finally:
-            server.stop()
+            run_or_wait(instance.run if self.runs_object(instance) else None, node)
+
+
+@contextlib.contextmanager
+def serving(node: context.NodeContext, **server_kwargs: Any) -> Iterator[Any]:
+    """A started courier server of the running node, registered as its address before the
+    node builds what it serves (so nodes may hold each other's handles); stopped on exit."""
+    server = node.new_server(**server_kwargs)
+    server.start()
+    try:
+        node.controller.register(node.label, node.index, "", node.endpoint(server.port))
+        yield server
+    finally:
+        server.stop()
+
+
+def run_or_wait(run: Callable[[], Any] | None, node: context.NodeContext) -> None:
+    """The node is done when `run()` returns, or, with nothing to run, when it stops."""
+    if run is not None:
+        run()
+    else:
+        node.stop_event.wait()

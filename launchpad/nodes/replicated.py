@@ -52,6 +52,8 @@ from launchpad.nodes.courier import (
     SERVER_OPTIONS,
     CourierHandle,
     check_options,
+    run_or_wait,
+    serving,
 )
 
 _TF_ADDRESS = "tf"  # the name each task registers its TensorFlow server port under
@@ -213,10 +215,7 @@ def _run_task(plan: _Plan, role_index: int) -> None:
         replicator_lib.serve_task(cluster)  # serves the chief until this process ends
         node.stop_event.wait()
         return
-    server = node.new_server(**plan.server_kwargs)
-    server.start()
-    try:
-        node.controller.register(node.label, node.index, "", node.endpoint(server.port))
+    with serving(node, **plan.server_kwargs) as server:
         replicator = replicator_lib.Replicator(plan.devices, cluster, plan.startup_timeout_secs)
         with replicator.scope():
             trainer = plan.cls(replicator, *base.dereference_all(plan.args),
@@ -228,12 +227,8 @@ def _run_task(plan: _Plan, role_index: int) -> None:
                 for other in range(1, len(plan.roles))]))
         else:
             server.serve(trainer)
-        if runs:
-            _run_until_stopped(trainer.run, node, _peer_is_gone)
-        else:
-            node.stop_event.wait()
-    finally:
-        server.stop()
+        run_or_wait(functools.partial(_run_until_stopped, trainer.run, node, _peer_is_gone)
+                    if runs else None, node)
 
 
 def _peer_is_gone(error: BaseException) -> bool:

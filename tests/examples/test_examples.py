@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import pathlib
 import subprocess
 import sys
@@ -62,12 +63,14 @@ CASES = [
 
 
 def run_example(name: str, args: list[str], launch_type: str = "local_mt",
-                timeout: float = TIMEOUT_SECS) -> subprocess.CompletedProcess:
+                timeout: float = TIMEOUT_SECS,
+                env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """Runs examples/<name>/launch.py as a module; kills it on timeout."""
     return subprocess.run(
         [sys.executable, "-m", f"examples.{name}.launch", f"--lp_launch_type={launch_type}",
          *args],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout, check=False)
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout, check=False,
+        env=None if env is None else {**os.environ, **env})
 
 
 @pytest.mark.parametrize("launch_type", ["local_mt", "local_mp"])
@@ -100,6 +103,19 @@ def test_resnet_learns_in_every_mode(launch_type: str, args: list[str], replicat
         result.stdout), report
     assert "driver: the loss fell from" in result.stdout, report
     assert "Program stopped cleanly." in result.stdout, report
+
+
+@pytest.mark.usefixtures("no_leaked_processes")
+def test_consumer_producers_runs_unchanged_on_slurm(slurm_cluster, tmp_path):
+    """The example, unchanged, as one Slurm job on the test cluster's hosts (its run folder
+    under the HOME given, as it would be under a user's home on a cluster)."""
+    result = run_example("consumer_producers", [], "slurm",
+                         env={**slurm_cluster.env, "HOME": str(tmp_path)})
+    report = f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"
+    assert result.returncode == 0, report
+    assert "Consumer: 4 producers squared 0..3 -> [0, 1, 4, 9]; sum = 14" in result.stdout, (
+        report)
+    assert list(tmp_path.glob(".launchpad/launchpad-runs-*/consumer_producers-*")), report
 
 
 def test_batching_runs_full_batches():

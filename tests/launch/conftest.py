@@ -117,9 +117,9 @@ def launch_mp(request, cluster_first, no_leaked_threads, no_leaked_processes):
 
 
 @pytest.fixture(params=["local_mp", "slurm"])
-def launch_killable(request, cluster_first, no_leaked_threads, no_leaked_processes):
-    """As `launch`, where each node is a process a test may kill (`controller.node_pids()`
-    has its pid on its host), on this host and on the test cluster."""
+def launch_processes(request, cluster_first, no_leaked_threads, no_leaked_processes):
+    """As `launch`, with each node a process of its own, on this host and on the test
+    cluster's hosts (a test may kill one: `controller.node_pids()` has its pid on its host)."""
     launch, controllers = _launcher(request.param, request)
     yield launch
     _stop_all(controllers)

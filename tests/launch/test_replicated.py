@@ -46,7 +46,7 @@ def test_the_same_trainer_learns_in_every_mode(mode, launch_one_mp):
     assert all(device in d for d in trainer.variable_devices()), trainer.variable_devices()
 
 
-def test_sync_workers_end_with_the_same_weights_as_one_process(launch_one_mp, box):
+def test_sync_workers_end_with_the_same_weights_as_one_process(launch_processes, box):
     reports = box()
     program = lp.Program("sync-equal")
     trainer = _trainer_class("LinearTrainer")
@@ -54,7 +54,7 @@ def test_sync_workers_end_with_the_same_weights_as_one_process(launch_one_mp, bo
                    courier_client_kwargs={"call_timeout": START_TIMEOUT})
     single = program.add_node(lp.ReplicatedNode(trainer, **options), label="single")
     pair = program.add_node(lp.ReplicatedNode(trainer, num_workers=2, **options), label="pair")
-    launch_one_mp(program)
+    launch_processes(program)
     single, pair = single.dereference(), pair.dereference()
     for _ in range(STEPS):
         assert single.step() == pytest.approx(pair.step(), rel=1e-5)

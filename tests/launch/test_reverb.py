@@ -79,13 +79,13 @@ def test_a_node_holding_an_unused_reverb_handle_imports_no_reverb(launch_mp, box
     assert not imported_reverb and not imported_tf and "replay/0" in shown
 
 
-def test_a_killed_replay_node_restarts_from_its_checkpoint(launch_killable, tmp_path):
+def test_a_killed_replay_node_restarts_from_its_checkpoint(launch_processes, tmp_path):
     path = str(tmp_path / "checkpoints")
     program = lp.Program("durable")
     with program.group("replay", restart=lp.RestartPolicy(max_restarts=1, backoff_secs=0.01)):
         handle = program.add_node(lp.ReverbNode(
             _tables, checkpoint_ctor=lambda: reverb.checkpointers.DefaultCheckpointer(path)))
-    controller = launch_killable(program)
+    controller = launch_processes(program)
     client = handle.dereference()
     _write(client, 5, None)
     client.checkpoint()
@@ -133,10 +133,10 @@ def test_a_graceful_stop_checkpoints_and_the_next_launch_restores(launch, tmp_pa
     assert handle.dereference().server_info(timeout=TIMEOUT)[TABLE].current_size == 3
 
 
-def test_periodic_checkpoints_survive_a_killed_replay_node(launch_killable, tmp_path):
+def test_periodic_checkpoints_survive_a_killed_replay_node(launch_processes, tmp_path):
     path = tmp_path / "checkpoints"
     program, handle = _durable_program(str(path), every_minutes=0.2 / 60)  # every 0.2 s
-    controller = launch_killable(program)
+    controller = launch_processes(program)
     _write(handle.dereference(), 4, None)
     written = time.monotonic()
     deadline = written + TIMEOUT

@@ -10,6 +10,7 @@ import ipaddress
 import os
 import signal
 import subprocess
+import sys
 
 import pytest
 
@@ -136,7 +137,7 @@ def test_the_time_limit_warning_stops_the_program_gracefully_named(slurm, box, t
         run_dir=str(tmp_path), time_limit=1, stop_before_end_secs=55))
     assert stopped.get(timeout=70) == "stop handler ran"
     assert controller.wait(TIMEOUT)  # not a failure
-    assert "time limit" in controller.stop_reason
+    assert "time limit" in controller.stop_reason and "SIGUSR1" in controller.stop_reason
 
 
 def test_tls_between_hosts(slurm, box):
@@ -183,3 +184,16 @@ def test_without_slurm_installed_the_launch_says_so(monkeypatch, tmp_path):
     program.add_node(lp.PyNode(int), label="worker")
     with pytest.raises(lp.LaunchError, match="needs Slurm's client commands.*sbatch"):
         lp.launch(program, launch_type="slurm")
+
+
+def test_flags_give_the_common_settings_and_settings_make_the_sbatch_options(monkeypatch):
+    from launchpad.launch import launch as launch_module
+    monkeypatch.setattr(sys, "argv", ["launch.py", "--lp_slurm_partition=gpu",
+                                      "--lp_slurm_time_limit=30"])
+    settings = launch_module._slurm_settings(None)
+    assert settings.sbatch_options() == ["--partition=gpu", "--time=30", "--signal=USR1@60"]
+    given = lp.SlurmSettings(account="proj", stop_before_end_secs=0, sbatch_args=["--exclusive"])
+    assert launch_module._slurm_settings(given) is given
+    assert given.sbatch_options() == ["--account=proj", "--exclusive"]
+    with pytest.raises(TypeError, match="a list of arguments"):
+        lp.SlurmSettings(sbatch_args="--exclusive")
