@@ -72,11 +72,12 @@ test-core313:
 test-acme: $(VENV_ACME)/.installed
 	$(VENV_ACME)/bin/python -m pytest -q tests/acme
 
-bench: $(VENV)/.installed
+bench: system-packages $(VENV)/.installed
 	$(VENV)/bin/python -m benchmarks.courier_rpc
 	$(VENV)/bin/python -m benchmarks.launch
 	$(VENV)/bin/python -m benchmarks.reverb_node
 	$(VENV)/bin/python -m benchmarks.replicator
+	$(VENV)/bin/python -m benchmarks.launch_slurm  # as root: it starts its own Slurm
 
 clean:
 	rm -rf $(VENV) $(VENV313) $(VENV_ACME) *.egg-info

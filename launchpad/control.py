@@ -5,8 +5,9 @@ launcher and the launching process reach it the same way, through the one `Contr
 this process keeps per controller (`client_for`), whatever host they run on::
 
     hello(version)                                  -> the controller's version (checked once)
-    register(label, index, name, address)           the node serves `name` at host:port
+    register(label, index, name, address, host_id)  the node serves `name` at host:port
     resolve(label, index, name, timeout)            -> host:port, once registered (bounded wait)
+    host_of(label, index, name)                     -> the host identity it registered with
     node_started(label, index, instance, host, pid, heartbeats)
                                                     a runner started the node (beating or not)
     heartbeat(label, index, instance)               -> False: that run of the node is over
@@ -16,7 +17,10 @@ this process keeps per controller (`client_for`), whatever host they run on::
     wait_for_stop()                                 returns once the program is stopping
     wait_for_end()                                  returns once every node has been ended
 
-`instance` names one run of a node (a new one per start or restart), so a report from a run
+A *host identity* (`host_identity()`) says which kernel and network namespace a process runs
+in: two processes with the same one share loopback, Unix sockets and memory files, so a
+client can tell whether a server is local whatever address it advertises. `instance` names
+one run of a node (a new one per start or restart), so a report from a run
 the controller has given up on (its host was lost, then came back) is told apart. The
 exception of a failure travels pickled (cloudpickle) when it pickles, b"" otherwise; the
 reason and traceback are always text. Calls without the program's token are refused by
@@ -25,6 +29,8 @@ courier before anything of them is unpickled.
 
 from __future__ import annotations
 
+import functools
+import os
 import threading
 
 import cloudpickle
@@ -75,10 +81,16 @@ class ControllerClient:
             self._checked = True
 
     def register(self, label: str, index: int, name: str, address: str) -> None:
-        self._call("register", label, index, name, address)
+        """Registers `address` of this process's node label/index, with this host's
+        identity."""
+        self._call("register", label, index, name, address, host_identity())
 
     def resolve(self, label: str, index: int, name: str, timeout: float) -> str:
         return self._call("resolve", label, index, name, timeout)
+
+    def host_of(self, label: str, index: int, name: str = "") -> str:
+        """The host identity node label/index registered `name` with ('' if unknown)."""
+        return self._call("host_of", label, index, name)
 
     def node_started(self, label: str, index: int, instance: str, host: str, pid: int,
                      heartbeats: bool) -> None:
@@ -136,6 +148,14 @@ class ControllerClient:
 
     def close(self) -> None:
         self._client.close()
+
+
+@functools.cache
+def host_identity() -> str:
+    """This process's kernel (its boot id) and network namespace (its inode), as text."""
+    with open("/proc/sys/kernel/random/boot_id") as f:
+        boot = f.read().strip()
+    return f"{boot}/net:{os.stat('/proc/self/ns/net').st_ino}"
 
 
 def pickle_exception(exception: BaseException | None) -> bytes:

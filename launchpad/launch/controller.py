@@ -300,8 +300,12 @@ class _ControllerService:
                           self._controller.program_name, control.PROTOCOL_VERSION)
         return control.PROTOCOL_VERSION
 
-    def register(self, label: str, index: int, name: str, address: str) -> None:
-        self._registry.register(label, index, name, address)
+    def register(self, label: str, index: int, name: str, address: str,
+                 host_id: str) -> None:
+        self._registry.register(label, index, name, address, host_id)
+
+    def host_of(self, label: str, index: int, name: str) -> str:
+        return self._registry.host_of(label, index, name)
 
     def resolve(self, label: str, index: int, name: str,
                 timeout: float) -> concurrent.futures.Future:

@@ -151,7 +151,8 @@ def _ignore_xm_resources(xm_resources: Any, launch_type: LaunchType) -> None:
         return
     _xm_resources_noted = True
     logging.info("lp.launch: xm_resources are for XManager launches; launch_type %r ignores "
-                 "them", launch_type.value)
+                 "them (cluster launch types take resources={group: lp.Resources(...)})",
+                 launch_type.value)
 
 
 def launch(programs: Program | Sequence[Program],

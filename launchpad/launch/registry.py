@@ -1,6 +1,6 @@
 """Where each node of a running program can be reached: the controller's address registry.
 
-    node binds its port -> register(label, index, name, address)
+    node binds its port -> register(label, index, name, address, host_id)
     a handle is used    -> future(label, index, name, timeout): set when the node registers,
                            at once if it has; NodeNotReadyError if it does not in time
     node restarting     -> node_restarting(unit): its addresses are forgotten, and lookups wait
@@ -36,6 +36,7 @@ class AddressRegistry:
         self._unit_of = unit_of
         self._lock = threading.Lock()
         self._addresses: dict[tuple, str] = {}  # (label, index, name) -> host:port
+        self._host_ids: dict[tuple, str] = {}  # (label, index, name) -> its host identity
         self._waiting: dict[tuple, list[concurrent.futures.Future]] = {}
         self._ended: set[NodeKey] = set()
         self._stopping = False
@@ -53,11 +54,13 @@ class AddressRegistry:
                 f"Program {self._program!r} has no node {label}/{index}; its nodes are "
                 f"{', '.join(sorted(f'{lb}/{i}' for lb, i in self._unit_of))}") from None
 
-    def register(self, label: str, index: int, name: str, address: str) -> None:
+    def register(self, label: str, index: int, name: str, address: str,
+                 host_id: str = "") -> None:
         self.check_node(label, index)
         key = (label, index, name)
         with self._lock:
             self._addresses[key] = address
+            self._host_ids[key] = host_id
             waiting = self._waiting.pop(key, [])
         for future in waiting:
             settle(future, address)
@@ -91,6 +94,11 @@ class AddressRegistry:
         future.add_done_callback(lambda _: timer.cancel())
         return future
 
+    def host_of(self, label: str, index: int, name: str) -> str:
+        """The host identity the address was registered with ('' if it is not known now)."""
+        with self._lock:
+            return self._host_ids.get((label, index, name), "")
+
     def node_restarting(self, unit: NodeKey) -> None:
         """Forgets the unit's addresses: lookups wait for its nodes to register again."""
         with self._lock:
@@ -116,6 +124,7 @@ class AddressRegistry:
     def _forget_addresses(self, unit: NodeKey) -> None:
         for key in [k for k in self._addresses if self._unit_of[k[:2]] == unit]:
             del self._addresses[key]
+            self._host_ids.pop(key, None)
 
     def _expire(self, key: tuple, future: concurrent.futures.Future, timeout: float) -> None:
         label, index, name = key

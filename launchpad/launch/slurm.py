@@ -73,10 +73,10 @@ def validate(*, slurm: SlurmSettings | None, local_resources: dict | None,
                           f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not "
                           "on PATH: run the launch where Slurm is installed (a login node)")
     for group, settings in (local_resources or {}).items():
-        if not isinstance(settings, PythonProcess) or settings.needs_fresh_interpreter() and (
-                settings.interpreter or settings.interpreter_args):
-            raise TypeError(f"local_resources[{group!r}] under slurm may be an "
-                            "lp.PythonProcess with args and env only")
+        if not isinstance(settings, PythonProcess) or settings.interpreter_args:
+            raise TypeError(f"local_resources[{group!r}] under slurm must be an "
+                            "lp.PythonProcess with args, env or interpreter (its nodes' "
+                            "steps run that interpreter, without interpreter_args)")
     if terminals.choose(terminal) == terminals.TMUX_SESSION:
         raise ValueError("terminal='tmux_session' is not available under slurm; use "
                          "'current_terminal' or 'output_to_files'")

@@ -3,6 +3,10 @@ fail at once once it has ended or the program stops; addresses forgotten with th
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 from launchpad.launch import errors
@@ -47,8 +51,10 @@ def test_a_node_that_ended_fails_waiting_and_later_lookups(registry):
 
 
 def test_a_restarting_node_is_waited_for_again(registry):
-    registry.register("inner", 0, "", "127.0.0.1:1")
+    registry.register("inner", 0, "", "127.0.0.1:1", "host-a")
+    assert registry.host_of("inner", 0, "") == "host-a"
     registry.node_restarting(("colo", 0))  # forgets the addresses of what the unit holds
+    assert registry.host_of("inner", 0, "") == ""
     waiting = registry.future("inner", 0, "", timeout=10)
     assert not waiting.done()
     registry.register("inner", 0, "", "127.0.0.1:2")
@@ -61,3 +67,22 @@ def test_once_stopping_only_known_addresses_are_answered(registry):
     assert registry.future("server", 0, "", timeout=1).result(0) == "127.0.0.1:1"
     with pytest.raises(errors.ProgramStoppedError, match="inner/0 will not be reachable"):
         registry.future("inner", 0, "", timeout=1)
+
+
+def _identity_of_a_new_process(*prefix: str) -> str:
+    return subprocess.run([*prefix, sys.executable, "-c",
+                           "from launchpad import control; print(control.host_identity())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_processes_of_one_host_and_network_namespace_share_a_host_identity():
+    from launchpad import control
+    assert _identity_of_a_new_process() == control.host_identity()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a network namespace of its own needs root")
+def test_a_process_in_another_network_namespace_has_another_host_identity():
+    from launchpad import control
+    other = _identity_of_a_new_process("unshare", "--net")
+    assert other != control.host_identity()
+    assert other.split("/")[0] == control.host_identity().split("/")[0]  # the same kernel

@@ -15,6 +15,7 @@ import sys
 import pytest
 
 import launchpad as lp
+from launchpad import control
 from tests.launch.helpers import TIMEOUT
 
 WHOLE_HOST = lp.Resources(cpus=16)  # the test cluster's hosts have 16 CPUs each
@@ -72,6 +73,10 @@ def test_nodes_run_on_several_hosts_and_call_each_other_across_them(slurm, box, 
         assert ipaddress.ip_address(where) in subnet
     assert client_host in slurm_cluster.host_addresses
     assert set(controller.hosts().values()) <= set(slurm_cluster.host_addresses)
+    # Each registered with its host's identity: none is this one, no two are the same.
+    identities = {controller.launcher_context.controller.host_of("server", i)
+                  for i in range(2)}
+    assert len(identities) == 2 and control.host_identity() not in identities
     assert _jobs_named("spread"), "the program's job should run while the program does"
     controller.stop()
     assert controller.wait(TIMEOUT)
