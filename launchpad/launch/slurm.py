@@ -18,7 +18,7 @@ The controller stays in the launching process (a login node), listening on the a
 cluster's hosts reach it at; nodes bind the interface through which their host reaches the
 controller, and advertise it. Nodes run with the launching interpreter and `sys.path` (the
 Slurm convention of a shared filesystem). Node output comes back through srun to the
-launch's terminal: prefixed lines, or per-node log files in the run folder.
+launch's terminal (prefixed lines) and is kept in a log per node in the run folder.
 """
 
 from __future__ import annotations
@@ -290,7 +290,7 @@ def launch(program: Program, controller: Controller, *, resources: dict | None,
     settings = slurm or SlurmSettings()
     needs = resources_lib.per_group(list(program.groups), program.name, resources)
     run_dir = make_run_dir(program.name, settings)
-    term = terminals.make(terminals.choose(terminal), program.name, run_dir)
+    term = terminals.make(terminals.choose(terminal), program.name, run_dir, keep_logs=True)
     components = _components(program, needs)
     try:
         job = SlurmJob(program.name, components, settings, run_dir, job_holder.HolderSpec(

@@ -15,6 +15,7 @@ controller knows each one's exit status.
 from __future__ import annotations
 
 import abc
+import contextlib
 import itertools
 import os
 import selectors
@@ -59,21 +60,30 @@ class Terminal(abc.ABC):
         """Called once every node process has ended."""
 
 
-def make(terminal: str, program_name: str, run_dir: str) -> Terminal:
+def make(terminal: str, program_name: str, run_dir: str, keep_logs: bool = False) -> Terminal:
+    """The terminal; with `keep_logs`, current_terminal also keeps each node's log in the run
+    folder (as cluster launches do: the nodes' own hosts keep nothing)."""
     if terminal == OUTPUT_TO_FILES:
         return FilesTerminal(program_name, run_dir)
     if terminal == TMUX_SESSION:
         return TmuxTerminal(program_name, run_dir)
-    return CurrentTerminal(sys.stdout)
+    return CurrentTerminal(sys.stdout, run_dir if keep_logs else None)
+
+
+def log_path(run_dir: str, name: str) -> str:
+    """`<run_dir>/<label>.<index>.log`: node `name`'s log."""
+    return os.path.join(run_dir, f"{name.replace('/', '.')}.log")
 
 
 class CurrentTerminal(Terminal):
-    """Prefixes each line of each node with its name and writes it to `out`."""
+    """Prefixes each line of each node with its name and writes it to `out` (and, given a
+    `log_dir`, appends it unprefixed to the node's log there)."""
 
     _COLOURS = (32, 34, 35, 36, 33, 31)  # green, blue, magenta, cyan, yellow, red
 
-    def __init__(self, out: TextIO):
+    def __init__(self, out: TextIO, log_dir: str | None = None):
         self._out = out
+        self._log_dir = log_dir
         colour = out.isatty() and "NO_COLOR" not in os.environ
         self._colour = colour
         self._colours = itertools.cycle(self._COLOURS)
@@ -84,7 +94,9 @@ class CurrentTerminal(Terminal):
         if self._colour:
             prefix = f"\x1b[1;{next(self._colours)}m[{name}]\x1b[0m "
         read_end, write_end = os.pipe()
-        self._pump.add(read_end, prefix)
+        log = None if self._log_dir is None else os.open(
+            log_path(self._log_dir, name), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        self._pump.add(read_end, prefix, log)
         return (os.open(os.devnull, os.O_RDONLY), write_end, write_end), True
 
     def close(self) -> None:
@@ -100,16 +112,18 @@ class _LinePump:
         self._wake_read, self._wake_write = os.pipe()
         self._selector.register(self._wake_read, selectors.EVENT_READ, None)
         self._lock = threading.Lock()
-        self._added: list[tuple[int, str]] = []
+        self._added: list[tuple[int, tuple[str, int | None]]] = []
         self._open_pipes = 0
         self._closing = False
         self._all_closed = threading.Condition(self._lock)
         self._thread = threading.Thread(target=self._run, name="lp-output", daemon=True)
         self._thread.start()
 
-    def add(self, fd: int, prefix: str) -> None:
+    def add(self, fd: int, prefix: str, log: int | None = None) -> None:
+        """Copies the lines of pipe `fd` with `prefix`, and to the file `log` if given (both
+        closed at the pipe's end)."""
         with self._lock:
-            self._added.append((fd, prefix))
+            self._added.append((fd, (prefix, log)))
             self._open_pipes += 1
         os.write(self._wake_write, b"+")
 
@@ -141,9 +155,9 @@ class _LinePump:
         with self._lock:
             added, self._added = self._added, []
             closing = self._closing
-        for fd, prefix in added:
+        for fd, where in added:
             partial[fd] = b""
-            self._selector.register(fd, selectors.EVENT_READ, prefix)
+            self._selector.register(fd, selectors.EVENT_READ, where)
         if closing:
             for key in list(self._selector.get_map().values()):
                 if key.fd != self._wake_read:
@@ -153,14 +167,15 @@ class _LinePump:
             os.close(self._wake_write)
         return closing
 
-    def _write(self, prefix: str, partial: dict[int, bytes], fd: int, data: bytes) -> None:
+    def _write(self, where: tuple[str, int | None], partial: dict[int, bytes], fd: int,
+               data: bytes) -> None:
         *lines, rest = (partial[fd] + data).split(b"\n")
         if len(rest) > 65536:  # a very long line without an end: show it anyway
             lines.append(rest)
             rest = b""
         partial[fd] = rest
         if lines:
-            self._emit(prefix, lines)
+            self._emit(where, lines)
 
     def _end(self, key: selectors.SelectorKey, partial: dict[int, bytes]) -> None:
         rest = partial.pop(key.fd, b"")
@@ -168,11 +183,17 @@ class _LinePump:
             self._emit(key.data, [rest])
         self._selector.unregister(key.fd)
         os.close(key.fd)
+        if key.data[1] is not None:
+            os.close(key.data[1])
         with self._lock:
             self._open_pipes -= 1
             self._all_closed.notify_all()
 
-    def _emit(self, prefix: str, lines: list[bytes]) -> None:
+    def _emit(self, where: tuple[str, int | None], lines: list[bytes]) -> None:
+        prefix, log = where
+        if log is not None:
+            with contextlib.suppress(OSError):  # a full disk must not stop the output
+                os.write(log, b"".join(line + b"\n" for line in lines))
         text = "".join(f"{prefix}{line.decode(errors='replace')}\n" for line in lines)
         try:
             self._out.write(text)
@@ -189,11 +210,8 @@ class FilesTerminal(Terminal):
         print(f"launchpad: output of the nodes of {program_name!r} goes to {run_dir}/",
               file=sys.stderr, flush=True)  # stderr: a script's stdout stays its own
 
-    def log_path(self, name: str) -> str:
-        return os.path.join(self._run_dir, f"{name.replace('/', '.')}.log")
-
     def open(self, name: str) -> tuple[Stdio, bool]:
-        log = os.open(self.log_path(name), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        log = os.open(log_path(self._run_dir, name), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         return (os.open(os.devnull, os.O_RDONLY), log, log), True
 
     def close(self) -> None:

@@ -100,6 +100,26 @@ def _run_forever() -> None:
     lp.wait_for_stop()
 
 
+def _say_where() -> None:
+    print("hello from", os.popen("hostname -I").read().split()[0], flush=True)
+
+
+def test_node_output_comes_back_prefixed_and_stays_in_a_log_per_node(slurm, capsys, tmp_path,
+                                                                    slurm_cluster):
+    program = lp.Program("talkative")
+    with program.group("speaker"):
+        for _ in range(2):
+            program.add_node(lp.PyNode(_say_where))
+    assert slurm(program).wait(TIMEOUT)
+    shown = [line for line in capsys.readouterr().out.splitlines() if "hello from" in line]
+    assert sorted(line.split()[0] for line in shown) == ["[speaker/0]", "[speaker/1]"]
+    logs = sorted(tmp_path.glob("launchpad-runs-*/talkative-*/speaker.*.log"))
+    assert [log.name for log in logs] == ["speaker.0.log", "speaker.1.log"]
+    for log in logs:
+        said = log.read_text().split()
+        assert said[:2] == ["hello", "from"] and said[2] in slurm_cluster.host_addresses
+
+
 def test_a_node_that_vanishes_on_its_host_fails_named_within_the_liveness_timeout(
         slurm, slurm_cluster):
     program = lp.Program("lost")
