@@ -88,8 +88,7 @@ def _launch(size: int, run_dir: str) -> dict:
     stopping = time.perf_counter()
     controller.stop()
     assert controller.wait(timeout=120)
-    while not _gone(name):
-        time.sleep(0.05)
+    assert _gone(name), "wait() returned before the job was gone"
     return {"ready_s": ready, "stop_s": time.perf_counter() - stopping, "hosts": hosts}
 
 

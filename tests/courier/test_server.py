@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextvars
-import os
 import struct
 import threading
 
@@ -12,21 +11,12 @@ import pytest
 
 from launchpad import courier
 from launchpad.courier import transport
-from tests.courier.conftest import TOKEN, Service, assert_server_ends_stream
+from tests.courier.conftest import TOKEN, Service, assert_reconnects, assert_server_ends_stream
+from tests.hostile import MkdirOnUnpickle
 
 pytestmark = pytest.mark.timeout(30)
 
 NODE_NAME = contextvars.ContextVar("NODE_NAME", default="unset")
-
-
-class MkdirOnUnpickle:
-    """Unpickling this object creates a directory: a harmless stand-in for code execution."""
-
-    def __init__(self, path: str):
-        self.path = path
-
-    def __reduce__(self):
-        return (os.mkdir, (self.path,))
 
 
 class _RaisesOnUnpickle:
@@ -248,13 +238,7 @@ def test_client_reconnects_to_a_new_server_on_the_same_port(serve, connect, serv
     first.stop()
     replacement = Service()
     serve(replacement, port=first.port, token=TOKEN)
-    for attempt in range(3):  # the first call may still see the old, broken stream
-        try:
-            assert client.ping() == "pong"
-            break
-        except courier.ServerUnavailableError:
-            if attempt == 2:
-                raise
+    assert_reconnects(client)
     assert replacement.calls == 1
     assert client.add(2, 2) == 4
 

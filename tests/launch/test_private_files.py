@@ -15,6 +15,7 @@ from launchpad.launch import fork_server, private_files, spec
 from launchpad.launch.errors import UnsafePathError
 from launchpad.launch.process import NodeProcess, PythonProcess
 from launchpad.launch.spec import FailureReport
+from tests.hostile import MkdirOnUnpickle
 from tests.launch.helpers import TIMEOUT
 
 OTHER_UID = 65534  # nobody
@@ -74,16 +75,6 @@ def test_a_tmpdir_others_may_write_to_is_refused_unless_sticky(tmp_path, monkeyp
         private_files.make_private_dir("p-")
     os.chmod(shared, 0o1777)  # as /tmp is: nobody can rename what is another's
     assert private_files.make_private_dir("p-").startswith(str(shared))
-
-
-class MkdirOnUnpickle:
-    """Unpickling this object creates a directory: a harmless stand-in for code execution."""
-
-    def __init__(self, path: str):
-        self.path = path
-
-    def __reduce__(self):
-        return (os.mkdir, (self.path,))
 
 
 @needs_root
