@@ -309,3 +309,17 @@ def test_a_node_process_imports_only_what_its_node_needs(launch_mp, box):
     program.add_node(lp.PyNode(_report_heavy_modules, results), label="light")
     assert launch_mp(program).wait(TIMEOUT)
     assert results.get() == []
+
+
+def test_current_terminal_keeps_logs_and_a_last_line_without_an_end(tmp_path):
+    import io
+
+    from launchpad.launch import terminals
+    out = io.StringIO()
+    terminal = terminals.CurrentTerminal(out, log_dir=str(tmp_path))
+    (_, write_end, _), _ = terminal.open("node/0")
+    os.write(write_end, b"first\nlast words without an end")
+    os.close(write_end)
+    terminal.close()
+    assert out.getvalue() == "[node/0] first\n[node/0] last words without an end\n"
+    assert (tmp_path / "node.0.log").read_text() == "first\nlast words without an end\n"
