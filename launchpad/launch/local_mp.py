@@ -20,9 +20,6 @@ from launchpad.launch.controller import Controller
 from launchpad.launch.process import NodeProcess, PythonProcess
 from launchpad.program import Program
 
-# Node processes beat this often; one silent for the controller's liveness timeout is lost.
-HEARTBEAT_SECS = 2.0
-
 
 def validate(*, local_resources: dict | None, terminal: str | None, **unused: Any) -> None:
     for group, settings in (local_resources or {}).items():
@@ -65,7 +62,6 @@ def launch(program: Program, controller: Controller, *, local_resources: dict | 
         node_spec = spec.make_spec(
             node, launcher_context, node.label, node.index,
             termination_notice_secs=controller.termination_notice_secs,
-            heartbeat_secs=HEARTBEAT_SECS,
             liveness_timeout_secs=controller.liveness_timeout_secs,
             bind_host=bind_address or spec.LOOPBACK, argv=settings.argv(), env=settings.env)
         node_process = NodeProcess(

@@ -45,7 +45,6 @@ from launchpad.launch import job_holder, private_files, spec, terminals
 from launchpad.launch import resources as resources_lib
 from launchpad.launch.controller import Controller
 from launchpad.launch.errors import LaunchError
-from launchpad.launch.local_mp import HEARTBEAT_SECS
 from launchpad.launch.process import NodeProcess, PythonProcess, Stdio, own_process_group
 from launchpad.launch.resources import Resources
 from launchpad.launch.slurm_settings import SlurmSettings
@@ -57,6 +56,10 @@ _RUNNING = "RUNNING"
 _WAITING = ("PENDING", "CONFIGURING", "REQUEUED", "RESIZING")
 _LIVE = {_RUNNING, "COMPLETING", "SUSPENDED", "STOPPED", *_WAITING}  # the job is not over
 _END_TIMEOUT_SECS = 30.0
+# Nodes on the cluster's hosts beat this often; one silent for the liveness timeout is lost.
+# (Local node processes need no beat: their launcher sees each exit, and a process of this
+# host does not vanish without one.)
+HEARTBEAT_SECS = 2.0
 
 
 class SlurmError(LaunchError):
