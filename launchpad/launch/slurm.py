@@ -28,6 +28,7 @@ import datetime
 import math
 import os
 import re
+import shlex
 import shutil
 import socket
 import subprocess
@@ -170,7 +171,8 @@ class SlurmJob:
             argv += [f"--ntasks={count}", *_resource_options(needs)]
         holder_path = os.path.join(run_dir, "job.holder")
         job_holder.write(holder_path, holder)
-        argv += ["--wrap", f"exec {sys.executable} -m launchpad.launch --hold {holder_path}"]
+        argv += ["--wrap", shlex.join(["exec", sys.executable, "-m", "launchpad.launch",
+                                       "--hold", holder_path])]
         _check_possible(argv, len(components), settings.partition)
         self.job_id = _run(argv).stdout.strip().split(";")[0]
         logging.info("Program %s is Slurm job %s", program_name, self.job_id)

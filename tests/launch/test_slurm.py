@@ -110,10 +110,11 @@ def test_node_output_comes_back_prefixed_and_stays_in_a_log_per_node(slurm, caps
     with program.group("speaker"):
         for _ in range(2):
             program.add_node(lp.PyNode(_say_where))
-    assert slurm(program).wait(TIMEOUT)
+    runs = tmp_path / "my runs"  # a path a shell would split
+    assert slurm(program, slurm=lp.SlurmSettings(run_dir=str(runs))).wait(TIMEOUT)
     shown = [line for line in capsys.readouterr().out.splitlines() if "hello from" in line]
     assert sorted(line.split()[0] for line in shown) == ["[speaker/0]", "[speaker/1]"]
-    logs = sorted(tmp_path.glob("launchpad-runs-*/talkative-*/speaker.*.log"))
+    logs = sorted(runs.glob("launchpad-runs-*/talkative-*/speaker.*.log"))
     assert [log.name for log in logs] == ["speaker.0.log", "speaker.1.log"]
     for log in logs:
         said = log.read_text().split()
