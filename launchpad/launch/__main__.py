@@ -3,13 +3,15 @@
     python -m launchpad.launch --spec PATH     runs one node (launch/runner.py); - reads stdin
     python -m launchpad.launch --hold PATH     holds a cluster job for its program's controller
                                                (launch/job_holder.py)
+    python -m launchpad.launch --control PATH  a cluster job's batch step that is its program's
+                                               controller (launch/slurm_in_job.py)
 
 A module of its own, so that neither is imported by the package before it runs.
 """
 
 import argparse
 
-from launchpad.launch import job_holder, runner
+from launchpad.launch import job_holder, runner, slurm_in_job
 
 parser = argparse.ArgumentParser(prog="python -m launchpad.launch",
                                  description="Runs a node of a launchpad program, or holds "
@@ -17,8 +19,11 @@ parser = argparse.ArgumentParser(prog="python -m launchpad.launch",
 what = parser.add_mutually_exclusive_group(required=True)
 what.add_argument("--spec", help="the node's spec: a private file, or - for stdin")
 what.add_argument("--hold", help="the job's holder file (a private file)")
+what.add_argument("--control", help="the launch's spec, run as the job's controller")
 args = parser.parse_args()
 if args.spec:
     runner.exit_process(runner.run_process(runner.read_spec(args.spec)))
-else:
+elif args.hold:
     raise SystemExit(job_holder.hold(args.hold))
+else:
+    raise SystemExit(slurm_in_job.run_controller(args.control))

@@ -22,6 +22,7 @@ from launchpad.launch import (
     interrupts,
     local_mp,
     local_mt,
+    slurm_in_job,
     test_mp,
     test_mt,
 )
@@ -224,8 +225,15 @@ def launch(programs: Program | Sequence[Program],
     if termination_notice_secs is None:
         termination_notice_secs = (_flag_value("lp_termination_notice_secs")
                                    or _DEFAULT_TERMINATION_NOTICE_SECS)
-    controllers = []
+    controllers: list = []
+    in_job = launch_type is LaunchType.SLURM and options["slurm"] is not None and (
+        options["slurm"].controller == "job")
     for program in checked:
+        if in_job:  # the controller runs inside the job; the program lives in the cluster
+            controllers.append(slurm_in_job.launch(
+                program, options, termination_notice_secs=termination_notice_secs,
+                liveness_timeout_secs=liveness_timeout_secs, tls=tls))
+            continue
         controller = Controller(program, termination_notice_secs=termination_notice_secs,
                                 liveness_timeout_secs=liveness_timeout_secs, host=host,
                                 tls=tls)

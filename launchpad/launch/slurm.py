@@ -92,10 +92,10 @@ def controller_host(*, slurm: SlurmSettings | None, **unused: Any) -> str:
     settings = slurm or SlurmSettings()
     if settings.controller_host:
         return settings.controller_host
-    return address.routed_host(_slurmctld_address())
+    return address.routed_host(slurmctld_address())
 
 
-def _slurmctld_address() -> str:
+def slurmctld_address() -> str:
     config = _run(["scontrol", "show", "config"]).stdout
     found = re.search(r"^SlurmctldHost\[0\]\s*=\s*([^\s(]+)(?:\(([^)]+)\))?", config, re.M)
     if found is None:
@@ -153,15 +153,31 @@ def _check_possible(sbatch: list[str], components: int, partition: str | None) -
 
 
 class SlurmJob:
-    """The program's allocation: submitted at launch, cancelled when the program ends."""
+    """The program's allocation: `submit()`ted at launch (or the job this process runs in),
+    cancelled when the program ends."""
 
-    def __init__(self, program_name: str, components: list[tuple[Resources, int]],
-                 settings: SlurmSettings, run_dir: str, holder: job_holder.HolderSpec):
+    def __init__(self, job_id: str, components: list[tuple[Resources, int]],
+                 running: bool = False, ends_with_this_process: bool = False):
+        self.job_id = job_id
         self.components = components
         self._lock = threading.Lock()
         self._started = threading.Event()
-        self._ended = False
+        self._ended = ends_with_this_process  # a batch step's own job: never cancelled here
         self.error: str = ""
+        if running:
+            self._started.set()
+        else:
+            threading.Thread(target=self._wait_running, name=f"lp-slurm-{job_id}",
+                             daemon=True).start()
+
+    @classmethod
+    def submit(cls, program_name: str, components: list[tuple[Resources, int]],
+               settings: SlurmSettings, run_dir: str, batch_step: list[str]) -> SlurmJob:
+        """Submits the job, its batch step running `batch_step`.
+
+        Raises:
+          SlurmError: Slurm refused it, or could never run it (with Slurm's reason).
+        """
         job_wide = [f"--job-name=lp-{program_name}",
                     f"--output={os.path.join(run_dir, 'slurm-%j.out')}",
                     *settings.sbatch_options()]
@@ -169,15 +185,11 @@ class SlurmJob:
         for g, (needs, count) in enumerate(components):
             argv += [":"] if g else job_wide
             argv += [f"--ntasks={count}", *_resource_options(needs)]
-        holder_path = os.path.join(run_dir, "job.holder")
-        job_holder.write(holder_path, holder)
-        argv += ["--wrap", shlex.join(["exec", sys.executable, "-m", "launchpad.launch",
-                                       "--hold", holder_path])]
+        argv += ["--wrap", shlex.join(["exec", *batch_step])]
         _check_possible(argv, len(components), settings.partition)
-        self.job_id = _run(argv).stdout.strip().split(";")[0]
-        logging.info("Program %s is Slurm job %s", program_name, self.job_id)
-        threading.Thread(target=self._wait_running, name=f"lp-slurm-{self.job_id}",
-                         daemon=True).start()
+        job = cls(_run(argv).stdout.strip().split(";")[0], components)
+        logging.info("Program %s is Slurm job %s", program_name, job.job_id)
+        return job
 
     def _wait_running(self) -> None:
         while not self._started.is_set():
@@ -221,6 +233,10 @@ class SlurmJob:
         if self._states() & _LIVE:
             logging.warning("Slurm job %s still runs %gs after scancel", self.job_id,
                             _END_TIMEOUT_SECS)
+
+    def alive(self) -> bool:
+        """Whether the job is pending or running (not over)."""
+        return bool(self._states() & _LIVE)
 
     def _states(self) -> set[str]:
         try:
@@ -267,7 +283,7 @@ class SrunSpawner:
         return started
 
 
-def _components(program: Program, needs: dict[str, Resources]) -> list[tuple[Resources, int]]:
+def components_of(program: Program, needs: dict[str, Resources]) -> list[tuple[Resources, int]]:
     """One (Resources, node count) per distinct Resources, in the program's order."""
     counts: dict[Resources, int] = {}
     for node in program.get_all_nodes():
@@ -295,20 +311,28 @@ def launch(program: Program, controller: Controller, *, resources: dict | None,
     settings = slurm or SlurmSettings()
     needs = resources_lib.per_group(list(program.groups), program.name, resources)
     run_dir = make_run_dir(program.name, settings)
+    holder = os.path.join(run_dir, "job.holder")
+    job_holder.write(holder, job_holder.HolderSpec(
+        controller.address, controller.token, controller.tls,
+        controller.liveness_timeout_secs))
+    job = SlurmJob.submit(program.name, components_of(program, needs), settings, run_dir,
+                          [sys.executable, "-m", "launchpad.launch", "--hold", holder])
+    start_nodes(program, controller, job, needs, settings, run_dir, terminal=terminal,
+                local_resources=local_resources, bind_address=bind_address)
+
+
+def start_nodes(program: Program, controller: Controller, job: SlurmJob,
+                needs: dict[str, Resources], settings: SlurmSettings, run_dir: str, *,
+                terminal: str | None, local_resources: dict | None,
+                bind_address: str | None) -> None:
+    """Starts a step of `job` per node of `program` under `controller`, once the job runs;
+    the job is cancelled when the program ends."""
     term = terminals.make(terminals.choose(terminal), program.name, run_dir, keep_logs=True)
-    components = _components(program, needs)
-    try:
-        job = SlurmJob(program.name, components, settings, run_dir, job_holder.HolderSpec(
-            controller.address, controller.token, controller.tls,
-            controller.liveness_timeout_secs))
-    except BaseException:
-        term.close()
-        raise
     # A job still pending when the program stops is cancelled at once: its steps never run.
     controller.launcher_context.add_stop_handler(
         lambda: None if job.running else job.cancel())
     controller.on_finish(lambda: (job.cancel(), term.close()))
-    spawners = {needs: SrunSpawner(job, g) for g, (needs, _) in enumerate(components)}
+    spawners = {needs: SrunSpawner(job, g) for g, (needs, _) in enumerate(job.components)}
     node_processes = []
     for node in program.get_all_nodes():
         node_settings = (local_resources or {}).get(node.label) or PythonProcess()
@@ -327,4 +351,3 @@ def launch(program: Program, controller: Controller, *, resources: dict | None,
         node_processes.append(node_process)
     for node_process in node_processes:
         node_process.start()
-

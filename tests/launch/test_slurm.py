@@ -223,3 +223,57 @@ def test_flags_give_the_common_settings_and_settings_make_the_sbatch_options(mon
     assert given.sbatch_options() == ["--account=proj", "--exclusive"]
     with pytest.raises(TypeError, match="a list of arguments"):
         lp.SlurmSettings(sbatch_args="--exclusive")
+
+
+def test_the_controller_can_run_inside_the_job(slurm, box, tmp_path):
+    results = box()
+    settings = lp.SlurmSettings(run_dir=str(tmp_path), controller="job")
+    controller = slurm(_servers_and_client("injob", 2, results),
+                       resources={"server": WHOLE_HOST}, slurm=settings)
+    assert not isinstance(controller, lp.Controller)  # the controller is in the cluster
+    seen, client_host = results.get()
+    assert len({where for where, _ in seen}) == 2
+    controller.stop()
+    assert controller.wait(TIMEOUT)
+    assert not _jobs_named("injob"), "the job ends with its controller"
+
+
+def _fail() -> None:
+    raise ValueError("failed in the cluster")
+
+
+def test_a_node_failing_under_a_controller_in_the_job_is_named_with_its_traceback(
+        slurm, tmp_path):
+    program = lp.Program("injob-failing")
+    program.add_node(lp.PyNode(_fail), label="worker")
+    controller = slurm(program, slurm=lp.SlurmSettings(run_dir=str(tmp_path),
+                                                       controller="job"))
+    with pytest.raises(lp.NodeFailedError, match="worker/0.*failed in the cluster") as failed:
+        controller.wait(TIMEOUT)
+    assert 'raise ValueError("failed in the cluster")' in failed.value.node_traceback
+
+
+_LAUNCH_AND_LEAVE = """
+import sys
+import launchpad as lp
+from tests.launch.test_slurm import _run_forever
+program = lp.Program("left-running")
+program.add_node(lp.PyNode(_run_forever), label="worker")
+controller = lp.launch(program, launch_type="slurm",
+                       slurm=lp.SlurmSettings(run_dir=sys.argv[1], controller="job"))
+print(controller.job_id, flush=True)
+"""
+
+
+def test_a_program_whose_controller_is_in_the_job_outlives_its_launching_process(
+        slurm_cluster, tmp_path, monkeypatch, no_leaked_processes):
+    for name, value in slurm_cluster.env.items():
+        monkeypatch.setenv(name, value)
+    launched = subprocess.run([sys.executable, "-c", _LAUNCH_AND_LEAVE, str(tmp_path)],
+                              capture_output=True, text=True, timeout=TIMEOUT, check=True,
+                              cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    job = launched.stdout.split()[-1]
+    try:
+        assert _jobs_named("left-running") == [job]  # the launcher has gone; the job runs
+    finally:
+        subprocess.run(["scancel", job], check=True)
