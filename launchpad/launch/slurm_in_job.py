@@ -112,6 +112,7 @@ class RemoteController:
         self._tls = tls
         self.failure: errors.NodeFailedError | None = None
         self.stop_reason = ""
+        self._killed = False
 
     def _read(self, name: str) -> Any:
         try:
@@ -123,7 +124,7 @@ class RemoteController:
         """Asks the program to stop (the job is cancelled if it has not started yet)."""
         where = self._read("controller.address")
         if where is None:
-            self._job.cancel()
+            self.kill()
             return
         client = control.ControllerClient(*where, self._tls)
         try:
@@ -132,7 +133,9 @@ class RemoteController:
             client.close()
 
     def kill(self) -> None:
-        """Ends the job at once."""
+        """Ends the job at once (`wait()` then returns True)."""
+        self._killed = True
+        self.stop_reason = f"killed: Slurm job {self.job_id} was cancelled"
         self._job.cancel()
 
     def wait(self, timeout: float | None = None) -> bool:
@@ -151,6 +154,8 @@ class RemoteController:
                     raise self.failure
                 return True
             if not self._job.alive():
+                if self._killed:
+                    return True
                 if self._read("outcome") is None:
                     raise errors.LaunchError(
                         f"Slurm job {self.job_id} of program {self.program_name!r} ended "

@@ -50,7 +50,8 @@ def test_local_launches_accept_and_ignore_xm_resources_saying_so_once(
         assert controller.stop_and_wait()
     notes = [r.getMessage() for r in caplog.records if "xm_resources" in r.getMessage()]
     assert notes == ["lp.launch: xm_resources are for XManager launches; launch_type "
-                     "'local_mt' ignores them"]
+                     "'local_mt' ignores them (cluster launch types take "
+                     "resources={group: lp.Resources(...)})"]
 
 
 def test_test_mt_without_a_test_case_launches_like_launchpads(no_leaked_threads):

@@ -253,6 +253,17 @@ def test_a_node_failing_under_a_controller_in_the_job_is_named_with_its_tracebac
     assert 'raise ValueError("failed in the cluster")' in failed.value.node_traceback
 
 
+def test_killing_a_program_whose_controller_is_in_the_job_ends_the_job(slurm, tmp_path):
+    program = lp.Program("injob-killed")
+    program.add_node(lp.PyNode(_run_forever), label="worker")
+    controller = slurm(program, slurm=lp.SlurmSettings(run_dir=str(tmp_path),
+                                                       controller="job"))
+    controller.kill()
+    assert controller.wait(TIMEOUT)
+    assert "cancelled" in controller.stop_reason
+    assert not _jobs_named("injob-killed")
+
+
 _LAUNCH_AND_LEAVE = """
 import sys
 import launchpad as lp
