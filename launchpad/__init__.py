@@ -26,6 +26,7 @@ from launchpad.launch.launch import LaunchType, launch
 from launchpad.launch.process import PythonProcess
 from launchpad.launch.resources import Resources
 from launchpad.launch.slurm import SlurmError
+from launchpad.launch.slurm_detached import RemoteController, attach
 from launchpad.launch.slurm_settings import SlurmSettings
 from launchpad.nodes.base import Deferred, Handle, Node
 from launchpad.nodes.cacher import CacherNode, StaleDataError
@@ -58,7 +59,7 @@ __all__ = [
     "courier", "batched_handler", "list_methods", "TLS",
     # Launch
     "launch", "LaunchType", "Controller", "PythonProcess", "DockerConfig", "Resources",
-    "SlurmSettings", "SlurmError",
+    "SlurmSettings", "SlurmError", "attach", "RemoteController",
     "LaunchError", "NodeEndedError", "NodeFailedError", "NodeNotReadyError", "ProgramStoppedError",
     "UnknownNodeError",
     # Stop

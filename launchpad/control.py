@@ -14,6 +14,7 @@ this process keeps per controller (`client_for`), whatever host they run on::
     node_finished(label, index, instance)           its code returned
     node_failed(label, index, instance, reason, traceback, exception)
     request_stop(reason)                            asks the program to stop ('' : no reason)
+    exit_codes(), restarts()                        how each node's run ended; restarts so far
     wait_for_stop()                                 returns once the program is stopping
     wait_for_end()                                  returns once every node has been ended
 
@@ -137,6 +138,12 @@ class ControllerClient:
             self._call("request_stop", reason)
         except courier_errors.ServerUnavailableError:
             pass
+
+    def exit_codes(self) -> dict[str, int | None]:
+        return self._call("exit_codes")
+
+    def restarts(self) -> dict[str, int]:
+        return self._call("restarts")
 
     def wait_for_stop(self) -> None:
         """Returns when the program starts stopping; raises if the controller is gone."""

@@ -4,14 +4,14 @@
     python -m launchpad.launch --hold PATH     holds a cluster job for its program's controller
                                                (launch/job_holder.py)
     python -m launchpad.launch --control PATH  a cluster job's batch step that is its program's
-                                               controller (launch/slurm_in_job.py)
+                                               controller (launch/slurm_detached.py)
 
 A module of its own, so that neither is imported by the package before it runs.
 """
 
 import argparse
 
-from launchpad.launch import job_holder, runner, slurm_in_job
+from launchpad.launch import job_holder, runner, slurm_detached
 
 parser = argparse.ArgumentParser(prog="python -m launchpad.launch",
                                  description="Runs a node of a launchpad program, or holds "
@@ -26,4 +26,4 @@ if args.spec:
 elif args.hold:
     raise SystemExit(job_holder.hold(args.hold))
 else:
-    raise SystemExit(slurm_in_job.run_controller(args.control))
+    raise SystemExit(slurm_detached.run_controller(args.control))

@@ -332,6 +332,12 @@ class _ControllerService:
             logging.warning("Program %s stops: %s", self._controller.program_name, reason)
         self._controller.stop(reason)
 
+    def exit_codes(self) -> dict[str, int | None]:
+        return self._controller.exit_codes()
+
+    def restarts(self) -> dict[str, int]:
+        return self._controller.restarts()
+
     def wait_for_stop(self) -> concurrent.futures.Future:
         return self._controller.stop_future()
 

@@ -22,7 +22,7 @@ from launchpad.launch import (
     interrupts,
     local_mp,
     local_mt,
-    slurm_in_job,
+    slurm_detached,
     test_mp,
     test_mt,
 )
@@ -168,7 +168,8 @@ def launch(programs: Program | Sequence[Program],
            resources: dict[str, Resources] | None = None,
            slurm: SlurmSettings | None = None,
            tls: TLS | bool | None = None,
-           liveness_timeout_secs: float = 10.0) -> Controller | list[Controller]:
+           liveness_timeout_secs: float = 10.0,
+           detach: bool = False) -> Controller | list[Controller]:
     """Launches a program (or several) and returns its controller (or a list of them).
 
     Args:
@@ -197,6 +198,9 @@ def launch(programs: Program | Sequence[Program],
         the `cryptography` package); the token stays required either way.
       liveness_timeout_secs: a node process whose heartbeats stop this long (its host lost,
         its process frozen) fails, or is restarted by its group's policy (default 10).
+      detach: put the controller inside the cluster (under slurm: the job's batch step) and
+        return at once a controller whose `run_id` `lp.attach(run_id)` reconnects to later;
+        the program outlives the launching process. Local launch types refuse it.
 
     When the launching script returns while a local_mt or local_mp program still runs, the
     interpreter's exit waits for the program to stop, as in Launchpad (see at_exit.py).
@@ -226,11 +230,15 @@ def launch(programs: Program | Sequence[Program],
         termination_notice_secs = (_flag_value("lp_termination_notice_secs")
                                    or _DEFAULT_TERMINATION_NOTICE_SECS)
     controllers: list = []
-    in_job = launch_type is LaunchType.SLURM and options["slurm"] is not None and (
-        options["slurm"].controller == "job")
+    if detach and launch_type is not LaunchType.SLURM:
+        raise ValueError(f"detach=True needs a cluster launch type (slurm), not "
+                         f"{launch_type.value!r}: a local program lives in the process that "
+                         "launched it")
+    if detach:
+        options["slurm"] = options["slurm"] or SlurmSettings()
     for program in checked:
-        if in_job:  # the controller runs inside the job; the program lives in the cluster
-            controllers.append(slurm_in_job.launch(
+        if detach:  # the controller runs inside the job; the program lives in the cluster
+            controllers.append(slurm_detached.launch(
                 program, options, termination_notice_secs=termination_notice_secs,
                 liveness_timeout_secs=liveness_timeout_secs, tls=tls))
             continue

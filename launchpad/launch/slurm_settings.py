@@ -29,10 +29,6 @@ class SlurmSettings:
         specs, logs) is made, private to the user (default ~/.launchpad).
       controller_host: the address nodes reach the controller at (default: this host's
         address on the route to slurmctld).
-      controller: where the program's controller runs: "launcher" (the launching process,
-        which the program then needs until it ends) or "job" (the job's batch step, so the
-        program lives in the cluster and the launching process may go; `lp.launch` returns
-        a RemoteController).
     """
 
     partition: str | None = None
@@ -44,12 +40,8 @@ class SlurmSettings:
     run_dir: str = dataclasses.field(
         default_factory=lambda: os.path.join(os.path.expanduser("~"), ".launchpad"))
     controller_host: str | None = None
-    controller: str = "launcher"
 
     def __post_init__(self):
-        if self.controller not in ("launcher", "job"):
-            raise ValueError(f"SlurmSettings.controller must be 'launcher' or 'job', got "
-                             f"{self.controller!r}")
         if isinstance(self.sbatch_args, str):
             raise TypeError("SlurmSettings.sbatch_args must be a list of arguments, got the "
                             f"string {self.sbatch_args!r}")

@@ -46,6 +46,11 @@ class Box:
         self._server = courier.Server(_Sink(self._values), host=BOX_HOST)
         self._address = self._server.start()
 
+    @property
+    def address(self) -> str:
+        """Where nodes put values (what a BoxClient needs)."""
+        return self._address
+
     def __reduce__(self):
         return BoxClient, (self._address,)
 

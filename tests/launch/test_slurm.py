@@ -16,6 +16,7 @@ import pytest
 
 import launchpad as lp
 from launchpad import control
+from tests.launch import helpers
 from tests.launch.helpers import TIMEOUT
 
 WHOLE_HOST = lp.Resources(cpus=16)  # the test cluster's hosts have 16 CPUs each
@@ -225,16 +226,17 @@ def test_flags_give_the_common_settings_and_settings_make_the_sbatch_options(mon
         lp.SlurmSettings(sbatch_args="--exclusive")
 
 
-def test_the_controller_can_run_inside_the_job(slurm, box, tmp_path):
+def test_a_detached_program_runs_with_its_controller_inside_the_job(slurm, box, tmp_path):
     results = box()
-    settings = lp.SlurmSettings(run_dir=str(tmp_path), controller="job")
     controller = slurm(_servers_and_client("injob", 2, results),
-                       resources={"server": WHOLE_HOST}, slurm=settings)
-    assert not isinstance(controller, lp.Controller)  # the controller is in the cluster
+                       resources={"server": WHOLE_HOST}, detach=True)
+    assert isinstance(controller, lp.RemoteController)  # the controller is in the cluster
     seen, client_host = results.get()
     assert len({where for where, _ in seen}) == 2
+    assert controller.run_id.startswith("injob-")
     controller.stop()
     assert controller.wait(TIMEOUT)
+    assert controller.exit_codes() == {"server/0": 0, "server/1": 0, "client/0": 0}
     assert not _jobs_named("injob"), "the job ends with its controller"
 
 
@@ -242,49 +244,69 @@ def _fail() -> None:
     raise ValueError("failed in the cluster")
 
 
-def test_a_node_failing_under_a_controller_in_the_job_is_named_with_its_traceback(
-        slurm, tmp_path):
+def test_a_node_failing_in_a_detached_program_is_named_with_its_traceback(slurm):
     program = lp.Program("injob-failing")
     program.add_node(lp.PyNode(_fail), label="worker")
-    controller = slurm(program, slurm=lp.SlurmSettings(run_dir=str(tmp_path),
-                                                       controller="job"))
+    controller = slurm(program, detach=True)
     with pytest.raises(lp.NodeFailedError, match="worker/0.*failed in the cluster") as failed:
         controller.wait(TIMEOUT)
     assert 'raise ValueError("failed in the cluster")' in failed.value.node_traceback
 
 
-def test_killing_a_program_whose_controller_is_in_the_job_ends_the_job(slurm, tmp_path):
+def test_killing_a_detached_program_ends_its_job(slurm):
     program = lp.Program("injob-killed")
     program.add_node(lp.PyNode(_run_forever), label="worker")
-    controller = slurm(program, slurm=lp.SlurmSettings(run_dir=str(tmp_path),
-                                                       controller="job"))
+    controller = slurm(program, detach=True)
     controller.kill()
     assert controller.wait(TIMEOUT)
     assert "cancelled" in controller.stop_reason
     assert not _jobs_named("injob-killed")
 
 
+def _say_running_then_wait_for_stop(box) -> None:
+    box.put("running")
+    lp.wait_for_stop()
+
+
 _LAUNCH_AND_LEAVE = """
 import sys
 import launchpad as lp
-from tests.launch.test_slurm import _run_forever
+from tests.launch.helpers import BoxClient
+from tests.launch.test_slurm import _say_running_then_wait_for_stop
 program = lp.Program("left-running")
-program.add_node(lp.PyNode(_run_forever), label="worker")
-controller = lp.launch(program, launch_type="slurm",
-                       slurm=lp.SlurmSettings(run_dir=sys.argv[1], controller="job"))
-print(controller.job_id, flush=True)
+program.add_node(lp.PyNode(_say_running_then_wait_for_stop, BoxClient(sys.argv[2])),
+                 label="worker")
+controller = lp.launch(program, launch_type="slurm", detach=True,
+                       slurm=lp.SlurmSettings(run_dir=sys.argv[1]))
+print(controller.run_id, flush=True)
 """
 
 
-def test_a_program_whose_controller_is_in_the_job_outlives_its_launching_process(
-        slurm_cluster, tmp_path, monkeypatch, no_leaked_processes):
+def test_a_detached_program_outlives_its_launcher_and_another_process_attaches_and_stops_it(
+        slurm_cluster, tmp_path, monkeypatch, no_leaked_processes, box):
     for name, value in slurm_cluster.env.items():
         monkeypatch.setenv(name, value)
-    launched = subprocess.run([sys.executable, "-c", _LAUNCH_AND_LEAVE, str(tmp_path)],
-                              capture_output=True, text=True, timeout=TIMEOUT, check=True,
-                              cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
-    job = launched.stdout.split()[-1]
-    try:
-        assert _jobs_named("left-running") == [job]  # the launcher has gone; the job runs
-    finally:
-        subprocess.run(["scancel", job], check=True)
+    monkeypatch.setattr(helpers, "BOX_HOST", slurm_cluster.network.gateway)
+    running = box()
+    launched = subprocess.run(
+        [sys.executable, "-c", _LAUNCH_AND_LEAVE, str(tmp_path), running.address],
+        capture_output=True, text=True, timeout=TIMEOUT, check=True,
+        cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    run_id = launched.stdout.split()[-1]
+    assert running.get() == "running"  # the launcher has gone; its program runs on
+    with pytest.raises(lp.LaunchError, match="No run 'no-such-run'"):
+        lp.attach("no-such-run", run_dir=str(tmp_path))
+    controller = lp.attach(run_id, run_dir=str(tmp_path))
+    assert controller.program_name == "left-running"
+    assert controller.exit_codes() == {"worker/0": None}  # asked of the running controller
+    controller.stop()
+    assert controller.wait(TIMEOUT)
+    assert controller.exit_codes() == {"worker/0": 0}
+    assert not _jobs_named("left-running")
+
+
+def test_detach_needs_a_cluster_launch_type():
+    program = lp.Program("local")
+    program.add_node(lp.PyNode(int), label="worker")
+    with pytest.raises(ValueError, match="detach=True needs a cluster launch type"):
+        lp.launch(program, launch_type="local_mp", detach=True)

@@ -1,6 +1,9 @@
-"""slurm with the controller inside the job: a program that lives in the cluster.
+"""Detached Slurm programs: the controller inside the job, so the program lives in the cluster.
 
-    lp.launch(program, launch_type="slurm", slurm=lp.SlurmSettings(controller="job"))
+    controller = lp.launch(program, launch_type="slurm", detach=True)   # returns at once
+    run_id = controller.run_id
+    ...                                      # the launching process may go
+    lp.attach(run_id).stop()                 # later, from any process of the same user
 
     the launching process                  the job's batch step, on a node of the job
       the launch's spec (a private file) -> python -m launchpad.launch --control PATH:
@@ -11,8 +14,9 @@
                                             then the batch step ends, and with it the job
 
 The launching process may go (log out of the login node): the program runs on until it ends
-or is stopped (`scancel JOBID`, or `stop()` from a process that holds its RemoteController).
-Files travel through the run folder of the shared filesystem, private to the user.
+or is stopped (`lp.attach(run_id).stop()`, or `scancel JOBID`). The run folder of the shared
+filesystem, private to the user, is the run's record: its name is the run id, and it holds
+the job id, the controller's address and token, and in the end the program's outcome.
 """
 
 from __future__ import annotations
@@ -66,7 +70,36 @@ def launch(program: Program, options: dict[str, Any], *, termination_notice_secs
     job = slurm.SlurmJob.submit(program.name, slurm.components_of(program, needs), settings,
                                 run_dir, [sys.executable, "-m", "launchpad.launch",
                                           "--control", path])
+    private_files.write_private(os.path.join(run_dir, "job"), job.job_id.encode())
     return RemoteController(program.name, job, run_dir, tls)
+
+
+def attach(run_id: str, run_dir: str | None = None) -> RemoteController:
+    """The controller of detached run `run_id` (`controller.run_id` of its launch), from any
+    process of the user who launched it.
+
+    Args:
+      run_id: the run's id.
+      run_dir: the `lp.SlurmSettings(run_dir=...)` of its launch (default ~/.launchpad).
+    Raises:
+      LaunchError: there is no such run of this user (its record is named).
+    """
+    root = os.path.join(run_dir or slurm.SlurmSettings().run_dir,
+                        f"launchpad-runs-{os.geteuid()}")
+    folder = os.path.join(root, run_id)
+    if os.sep in run_id or not os.path.isdir(folder):
+        known = sorted(os.listdir(root)) if os.path.isdir(root) else []
+        raise errors.LaunchError(f"No run {run_id!r} of this user under {root}; runs there: "
+                                 f"{', '.join(known) or 'none'}")
+    try:
+        job_id = private_files.read_private(os.path.join(folder, "job")).decode()
+        launch_spec = pickle.loads(private_files.read_private(
+            os.path.join(folder, "launch.spec")))
+    except FileNotFoundError as e:
+        raise errors.LaunchError(f"Run {run_id!r} is not a detached run ({e})") from e
+    program_name = run_id.rsplit("-", 3)[0]
+    return RemoteController(program_name, slurm.SlurmJob(job_id, [], running=True), folder,
+                            launch_spec.tls)
 
 
 def run_controller(path: str) -> int:
@@ -94,20 +127,22 @@ def run_controller(path: str) -> int:
         failure = None
     except errors.NodeFailedError as e:
         failure = e
-    private_files.write_private(os.path.join(run_dir, "outcome"),
-                                pickle.dumps((failure, controller.stop_reason)))
+    private_files.write_private(os.path.join(run_dir, "outcome"), pickle.dumps((
+        failure, controller.stop_reason, controller.exit_codes(), controller.restarts())))
     return 0
 
 
 class RemoteController:
-    """The controller of a program whose controller runs inside its Slurm job; the same
-    `wait()`, `stop()`, `kill()`, `stop_and_wait()` and `with` as `lp.Controller`."""
+    """The controller of a detached program, whose controller runs inside its Slurm job: the
+    same `wait()`, `stop()`, `kill()`, `stop_and_wait()`, `exit_codes()`, `restarts()` and
+    `with` as `lp.Controller`; `run_id` names the run for `lp.attach`."""
 
     def __init__(self, program_name: str, job: slurm.SlurmJob, run_dir: str,
                  tls: TLS | None):
         self.program_name = program_name
         self.job_id = job.job_id
         self.run_dir = run_dir
+        self.run_id = os.path.basename(run_dir)
         self._job = job
         self._tls = tls
         self.failure: errors.NodeFailedError | None = None
@@ -120,17 +155,35 @@ class RemoteController:
         except FileNotFoundError:
             return None
 
-    def stop(self, reason: str = "") -> None:
-        """Asks the program to stop (the job is cancelled if it has not started yet)."""
+    def _ask(self, method: str, *args: Any) -> Any:
+        """Calls the controller (None if it has not said where it is yet)."""
         where = self._read("controller.address")
         if where is None:
-            self.kill()
-            return
+            return None
         client = control.ControllerClient(*where, self._tls)
         try:
-            client.request_stop(reason)
+            return getattr(client, method)(*args)
         finally:
             client.close()
+
+    def stop(self, reason: str = "") -> None:
+        """Asks the program to stop (the job is cancelled if it has not started yet)."""
+        if self._read("outcome") is not None:
+            return  # it has ended
+        if self._read("controller.address") is None:
+            self.kill()  # its controller has not started: nothing runs yet
+            return
+        self._ask("request_stop", reason)
+
+    def exit_codes(self) -> dict[str, int | None]:
+        """'label/index' -> how each node's run ended (None: running); {} before it runs."""
+        outcome = self._read("outcome")
+        return outcome[2] if outcome is not None else self._ask("exit_codes") or {}
+
+    def restarts(self) -> dict[str, int]:
+        """'label/index' -> how many times the node was restarted by its group's policy."""
+        outcome = self._read("outcome")
+        return outcome[3] if outcome is not None else self._ask("restarts") or {}
 
     def kill(self) -> None:
         """Ends the job at once (`wait()` then returns True)."""
@@ -149,7 +202,7 @@ class RemoteController:
         while True:
             outcome = self._read("outcome")
             if outcome is not None:
-                self.failure, self.stop_reason = outcome
+                self.failure, self.stop_reason = outcome[:2]
                 if self.failure is not None:
                     raise self.failure
                 return True
