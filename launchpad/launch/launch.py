@@ -218,24 +218,27 @@ def launch(programs: Program | Sequence[Program],
                "resources": resources,
                "slurm": _slurm_settings(slurm) if launch_type is LaunchType.SLURM else slurm,
                "bind_address": _flag_value("lp_bind_address")}
+    if detach and launch_type is not LaunchType.SLURM:
+        raise ValueError(f"detach=True needs a cluster launch type (slurm), not "
+                         f"{launch_type.value!r}: a local program lives in the process that "
+                         "launched it")
     if hasattr(launcher, "validate"):
         launcher.validate(**options)
     for program in checked:
         _check_local_resources(program, local_resources)
         resources_lib.per_group(list(program.groups), program.name, resources)
     tls = _tls(tls)
-    host = launcher.controller_host(**options) if hasattr(launcher, "controller_host") \
-        else "127.0.0.1"
+    if detach:
+        options["slurm"] = options["slurm"] or SlurmSettings()
+        host = ""  # the controller is made inside the cluster, where it runs
+    elif hasattr(launcher, "controller_host"):
+        host = launcher.controller_host(**options)
+    else:
+        host = "127.0.0.1"
     if termination_notice_secs is None:
         termination_notice_secs = (_flag_value("lp_termination_notice_secs")
                                    or _DEFAULT_TERMINATION_NOTICE_SECS)
     controllers: list = []
-    if detach and launch_type is not LaunchType.SLURM:
-        raise ValueError(f"detach=True needs a cluster launch type (slurm), not "
-                         f"{launch_type.value!r}: a local program lives in the process that "
-                         "launched it")
-    if detach:
-        options["slurm"] = options["slurm"] or SlurmSettings()
     for program in checked:
         if detach:  # the controller runs inside the job; the program lives in the cluster
             controllers.append(slurm_detached.launch(
