@@ -24,6 +24,7 @@ from launchpad.launch.errors import (
 )
 from launchpad.launch.launch import LaunchType, launch
 from launchpad.launch.process import PythonProcess
+from launchpad.launch.ray_settings import RaySettings
 from launchpad.launch.resources import Resources
 from launchpad.launch.slurm import SlurmError
 from launchpad.launch.slurm_detached import RemoteController, attach
@@ -59,7 +60,7 @@ __all__ = [
     "courier", "batched_handler", "list_methods", "TLS",
     # Launch
     "launch", "LaunchType", "Controller", "PythonProcess", "DockerConfig", "Resources",
-    "SlurmSettings", "SlurmError", "attach", "RemoteController",
+    "SlurmSettings", "SlurmError", "RaySettings", "attach", "RemoteController",
     "LaunchError", "NodeEndedError", "NodeFailedError", "NodeNotReadyError", "ProgramStoppedError",
     "UnknownNodeError",
     # Stop

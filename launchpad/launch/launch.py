@@ -22,6 +22,7 @@ from launchpad.launch import (
     interrupts,
     local_mp,
     local_mt,
+    ray_launcher,
     slurm_detached,
     test_mp,
     test_mt,
@@ -30,6 +31,7 @@ from launchpad.launch import resources as resources_lib
 from launchpad.launch import slurm as slurm_launcher
 from launchpad.launch.controller import Controller
 from launchpad.launch.errors import LaunchError
+from launchpad.launch.ray_settings import RaySettings
 from launchpad.launch.resources import Resources
 from launchpad.launch.slurm_settings import SlurmSettings
 from launchpad.program import Program
@@ -46,6 +48,7 @@ class LaunchType(str, enum.Enum):
     TEST_MULTI_THREADING = "test_mt"
     TEST_MULTI_PROCESSING = "test_mp"
     SLURM = "slurm"
+    RAY = "ray"
 
 
 # Each launcher module has launch(program, controller, **options) and may have
@@ -56,6 +59,7 @@ _LAUNCHERS = {
     LaunchType.LOCAL_MULTI_PROCESSING: local_mp,
     LaunchType.TEST_MULTI_PROCESSING: test_mp,
     LaunchType.SLURM: slurm_launcher,
+    LaunchType.RAY: ray_launcher,
 }
 
 
@@ -70,6 +74,14 @@ def _slurm_settings(slurm: SlurmSettings | None) -> SlurmSettings | None:
     given = {name: _flag_value(f"lp_slurm_{name}") for name in _SLURM_FLAGS}
     given = {name: value for name, value in given.items() if value is not None}
     return SlurmSettings(**given) if given else None
+
+
+def _ray_settings(ray: RaySettings | None) -> RaySettings | None:
+    """The settings given, else those of --lp_ray_address, else None (the defaults)."""
+    if ray is not None:
+        return ray
+    given = _flag_value("lp_ray_address")
+    return RaySettings(address=given) if given else None
 
 
 def _define_flags(flag_values: flags.FlagValues) -> None:
@@ -91,6 +103,11 @@ def _define_flags(flag_values: flags.FlagValues) -> None:
         flags.DEFINE_string(f"lp_slurm_{name}", None,
                             f"launch_type=slurm: the job's {what}, when lp.launch() is given "
                             "no slurm=lp.SlurmSettings(...)", flag_values=flag_values)
+    flags.DEFINE_string("lp_ray_address", None,
+                        "launch_type=ray: the Ray cluster to join (its head's host:port, or "
+                        "auto), when lp.launch() is given no ray=lp.RaySettings(...); default "
+                        "$RAY_ADDRESS, else a Ray started for the launch",
+                        flag_values=flag_values)
 
 
 # Defining is not parsing: the flags exist so that `app.run` accepts them on the command line.
@@ -167,6 +184,7 @@ def launch(programs: Program | Sequence[Program],
            termination_notice_secs: float | None = None,
            resources: dict[str, Resources] | None = None,
            slurm: SlurmSettings | None = None,
+           ray: RaySettings | None = None,
            tls: TLS | bool | None = None,
            liveness_timeout_secs: float = 10.0,
            detach: bool = False) -> Controller | list[Controller]:
@@ -193,6 +211,8 @@ def launch(programs: Program | Sequence[Program],
       resources: per-group needs for cluster launch types: group label -> lp.Resources
         (default one CPU per node); local launch types check the labels only.
       slurm: lp.SlurmSettings for launch_type="slurm" (partition, account, time limit, ...).
+      ray: lp.RaySettings for launch_type="ray" (the cluster to join, runtime_env,
+        placement of groups).
       tls: run every courier server and client of the program over TLS with mutual
         authentication: an lp.TLS, or True for certificates made for this launch (needs
         the `cryptography` package); the token stays required either way.
@@ -217,6 +237,7 @@ def launch(programs: Program | Sequence[Program],
                "local_resources": local_resources, "terminal": terminal,
                "resources": resources,
                "slurm": _slurm_settings(slurm) if launch_type is LaunchType.SLURM else slurm,
+               "ray": _ray_settings(ray) if launch_type is LaunchType.RAY else ray,
                "bind_address": _flag_value("lp_bind_address")}
     if detach and launch_type is not LaunchType.SLURM:
         raise ValueError(f"detach=True needs a cluster launch type (slurm), not "
@@ -276,7 +297,7 @@ def _at_interpreter_exit(controller: Controller, launch_type: LaunchType,
     programs are waited for; a test_mt program without a test case is stopped (with one, the
     test's cleanup stops it)."""
     if launch_type in (LaunchType.LOCAL_MULTI_THREADING, LaunchType.LOCAL_MULTI_PROCESSING,
-                       LaunchType.SLURM):
+                       LaunchType.SLURM, LaunchType.RAY):
         at_exit.wait_for(controller)
     elif launch_type is LaunchType.TEST_MULTI_THREADING and test_case is None:
         at_exit.stop(controller)

@@ -57,10 +57,6 @@ _RUNNING = "RUNNING"
 _WAITING = ("PENDING", "CONFIGURING", "REQUEUED", "RESIZING")
 _LIVE = {_RUNNING, "COMPLETING", "SUSPENDED", "STOPPED", *_WAITING}  # the job is not over
 _END_TIMEOUT_SECS = 30.0
-# Nodes on the cluster's hosts beat this often; one silent for the liveness timeout is lost.
-# (Local node processes need no beat: their launcher sees each exit, and a process of this
-# host does not vanish without one.)
-HEARTBEAT_SECS = 2.0
 
 
 class SlurmError(LaunchError):
@@ -339,7 +335,7 @@ def start_nodes(program: Program, controller: Controller, job: SlurmJob,
         node_spec = spec.make_spec(
             node, controller.launcher_context, node.label, node.index,
             termination_notice_secs=controller.termination_notice_secs,
-            heartbeat_secs=HEARTBEAT_SECS,
+            heartbeat_secs=spec.CLUSTER_HEARTBEAT_SECS,
             liveness_timeout_secs=controller.liveness_timeout_secs,
             bind_host=bind_address or spec.ROUTED, argv=node_settings.argv(),
             env=node_settings.env, stop_signals=_stop_signals(settings))

@@ -27,6 +27,10 @@ from launchpad.launch.errors import UnsafePathError
 
 LOOPBACK = "127.0.0.1"
 ROUTED = ""  # bind_host: the interface through which this host reaches the controller
+# Nodes on a cluster's hosts beat this often; one silent for the liveness timeout is lost.
+# (Local node processes need no beat: their launcher sees each exit, and a process of this
+# host does not vanish without one.)
+CLUSTER_HEARTBEAT_SECS = 2.0
 
 
 @dataclasses.dataclass
@@ -42,6 +46,8 @@ class NodeSpec:
     termination_notice_secs: float
     heartbeat_secs: float = 0.0  # 0: no heartbeats (the launcher sees the node end itself)
     liveness_timeout_secs: float = 10.0  # no heartbeat answered this long: controller lost
+    # A node that may start before its controller (a Kubernetes pod) waits this long for it.
+    controller_wait_secs: float = 0.0
     bind_host: str = LOOPBACK  # an address, "0.0.0.0", or ROUTED
     report_path: str = ""  # a colocated child's: where its parent reads how it failed
     tls: TLS | None = None  # the program's certificates, when it runs over TLS

@@ -21,14 +21,12 @@ import os
 import shutil
 import socket
 import subprocess
-import sys
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tests.cluster.daemons import descendants, free_port, tail, under_reaper, wait_for
 from tests.cluster.netns import HostNetwork, end_processes
 
-_REAPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reaper.py")
 BINARIES = ("munged", "slurmctld", "slurmd", "slurmstepd", "sbatch", "srun", "squeue",
             "scancel", "sinfo", "scontrol")
 # Variables of an enclosing Slurm job (should the tests themselves run in one), which would
@@ -41,40 +39,6 @@ def missing_binaries() -> list[str]:
     found = {name: shutil.which(name) or shutil.which(name, path="/usr/sbin:/sbin")
              for name in BINARIES}
     return [name for name, path in found.items() if not path]
-
-
-def _free_port(address: str) -> int:
-    with socket.socket() as s:
-        s.bind((address, 0))
-        return s.getsockname()[1]
-
-
-def _tail(path: str, lines: int = 15) -> str:
-    try:
-        with open(path, errors="replace") as f:
-            return "".join(f.readlines()[-lines:])
-    except OSError as error:
-        return f"({error})\n"
-
-
-def _descendants(root: int) -> list[int]:
-    """Live (non-zombie) descendants of `root`, from /proc."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if fields[0] != "Z":
-                children.setdefault(int(fields[1]), []).append(int(entry))
-    found, todo = [], [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
 
 
 class SlurmCluster:
@@ -121,7 +85,7 @@ class SlurmCluster:
     def command(self, argv: Sequence[str]) -> list[str]:
         """`argv` run below reaper.py: Slurm's clients leave orphans too (srun forks a helper
         that outlives it), which would stay zombies of a test process that is a subreaper."""
-        return [sys.executable, "-I", "-S", _REAPER, *argv]
+        return under_reaper(argv)
 
     def run(self, argv: Sequence[str], *, timeout: float = 60, check: bool = True,
             env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -139,7 +103,7 @@ class SlurmCluster:
             try:
                 process.communicate(timeout=10)
             except subprocess.TimeoutExpired:
-                end_processes(lambda: _descendants(process.pid), grace=0)
+                end_processes(lambda: descendants(process.pid), grace=0)
                 process.kill()
                 process.communicate()
             raise
@@ -196,7 +160,7 @@ class SlurmCluster:
         attempt(end_processes, self.network.pids, 3.0)  # slurmd, slurmstepd, the steps
         for process in (self._slurmctld, self._munged):
             if process is not None:
-                attempt(end_processes, lambda p=process: _descendants(p.pid), 5.0)
+                attempt(end_processes, lambda p=process: descendants(p.pid), 5.0)
         for process in (*self._slurmds, self._slurmctld, self._munged):
             if process is not None:
                 try:  # its reaper ends once nothing is left below it
@@ -218,7 +182,7 @@ class SlurmCluster:
     def logs(self) -> str:
         """The last lines of every daemon's log and output (for error messages)."""
         names = sorted(os.listdir(self._path("log")))
-        return "".join(f"--- {name}\n{_tail(self._path('log', name))}" for name in names)
+        return "".join(f"--- {name}\n{tail(self._path('log', name))}" for name in names)
 
     def _spawn(self, label: str, argv: list[str]) -> subprocess.Popen:
         with open(self._path("log", f"{label}.out"), "ab") as out:
@@ -241,16 +205,7 @@ class SlurmCluster:
         return all(states.get(name) == "idle" for name in self.node_names)
 
     def _wait_for(self, condition: Any, timeout: float, what: str) -> None:
-        # Polls the daemons' state: they signal readiness no other way.
-        deadline = time.monotonic() + timeout
-        try:
-            while not condition():
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"no {what} within {timeout} s")
-                time.sleep(0.1)
-        except (TimeoutError, RuntimeError, subprocess.TimeoutExpired) as error:
-            raise RuntimeError(f"Slurm cluster in {self.work_dir}: {error}; logs:\n"
-                               f"{self.logs()}") from error
+        wait_for(condition, timeout, what, f"Slurm cluster in {self.work_dir}", self.logs)
 
     def _path(self, *parts: str) -> str:
         return os.path.join(self.work_dir, *parts)
@@ -278,7 +233,7 @@ class SlurmCluster:
         lines = [
             "ClusterName=lptest",
             f"SlurmctldHost={socket.gethostname()}({gateway})",
-            f"SlurmctldPort={_free_port(gateway)}",
+            f"SlurmctldPort={free_port(gateway)}",
             "AuthType=auth/munge",
             "CredType=cred/munge",
             f"AuthInfo=socket={self.munge_socket}",

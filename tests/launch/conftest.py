@@ -9,8 +9,9 @@ from tests.launch.helpers import Box
 
 THREAD_LAUNCH_TYPES = ["local_mt", "test_mt"]
 PROCESS_LAUNCH_TYPES = ["local_mp", "test_mp"]
-# slurm runs on the session's test cluster (tests/cluster), its nodes on 3 simulated hosts.
-LAUNCH_TYPES = THREAD_LAUNCH_TYPES + PROCESS_LAUNCH_TYPES + ["slurm"]
+# slurm and ray run on the session's test clusters (tests/cluster), on simulated hosts.
+CLUSTER_LAUNCH_TYPES = ["slurm", "ray"]
+LAUNCH_TYPES = THREAD_LAUNCH_TYPES + PROCESS_LAUNCH_TYPES + CLUSTER_LAUNCH_TYPES
 
 
 @pytest.fixture
@@ -27,30 +28,35 @@ def box(no_leaked_threads):
         made.close()
 
 
-def _on_the_test_cluster(request) -> dict:
-    """Points Slurm's clients at the session's cluster and Boxes at its gateway; the launch
-    options that keep the run's files in the test's own folder."""
-    cluster = request.getfixturevalue("slurm_cluster")
+def _on_the_test_cluster(request, launch_type: str) -> dict:
+    """Points the engine's clients at the session's cluster and Boxes at its gateway; the
+    launch options that keep the run's files in the test's own folder."""
+    cluster = request.getfixturevalue(f"{launch_type}_cluster")
     monkeypatch = request.getfixturevalue("monkeypatch")
     for name, value in cluster.env.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setattr(helpers, "BOX_HOST", cluster.network.gateway)
+    if launch_type == "ray":
+        return {}
     run_dir = request.getfixturevalue("tmp_path")
     return {"slurm": lp.SlurmSettings(run_dir=str(run_dir))}
 
 
 @pytest.fixture
 def cluster_first(request):
-    """Starts the session's test cluster, when the test runs under slurm, before the leak
-    checks take their note of what runs (its daemons outlive the test, as they should)."""
+    """Starts the session's test cluster, when the test runs under a cluster launch type,
+    before the leak checks take their note of what runs (its daemons outlive the test, as
+    they should)."""
     callspec = getattr(request.node, "callspec", None)
-    if callspec is not None and "slurm" in callspec.params.values():
-        request.getfixturevalue("slurm_cluster")
+    for launch_type in CLUSTER_LAUNCH_TYPES:
+        if callspec is not None and launch_type in callspec.params.values():
+            request.getfixturevalue(f"{launch_type}_cluster")
 
 
 def _launcher(launch_type, request):
     controllers = []
-    defaults = _on_the_test_cluster(request) if launch_type == "slurm" else {}
+    defaults = (_on_the_test_cluster(request, launch_type)
+                if launch_type in CLUSTER_LAUNCH_TYPES else {})
 
     def launch(program, **kwargs):
         kwargs = {**defaults, **kwargs}
@@ -83,7 +89,7 @@ def launch(request, cluster_first, no_leaked_threads, no_leaked_processes):
     _stop_all(controllers)
 
 
-@pytest.fixture(params=["local_mt", "local_mp", "slurm"])
+@pytest.fixture(params=["local_mt", "local_mp", *CLUSTER_LAUNCH_TYPES])
 def launch_local(request, cluster_first, no_leaked_threads, no_leaked_processes):
     """As `launch`, under local_mt and local_mp: for programs expected to fail, whose failure a
     test_* launcher would turn into a failed test."""
@@ -116,7 +122,7 @@ def launch_mp(request, cluster_first, no_leaked_threads, no_leaked_processes):
     _stop_all(controllers)
 
 
-@pytest.fixture(params=["local_mp", "slurm"])
+@pytest.fixture(params=["local_mp", *CLUSTER_LAUNCH_TYPES])
 def launch_processes(request, cluster_first, no_leaked_threads, no_leaked_processes):
     """As `launch`, with each node a process of its own, on this host and on the test
     cluster's hosts (a test may kill one: `controller.node_pids()` has its pid on its host)."""
