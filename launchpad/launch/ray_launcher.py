@@ -174,17 +174,20 @@ def launch(program: Program, controller: Controller, *, resources: dict | None,
     given = dict(resources or {})
     ray_connection.connect(settings)
     ray_connection.hold()
-    placement = _Placement(program, settings, given)
     workers: list[RayNodeWorker] = []
+    placements: list[_Placement] = []
 
     def finish() -> None:
         for worker in workers:
             worker.kill()
-        placement.remove()
+        for made in placements:
+            made.remove()
         ray_connection.release()
 
-    controller.on_finish(finish)
+    controller.on_finish(finish)  # from here on, a failure's controller.kill() ends it all
     _check_needs(program, given)
+    placement = _Placement(program, settings, given)
+    placements.append(placement)
     placement.make()
     remote = ray_module.remote(NodeActor)
     runtime_env = {"runtime_env": dict(settings.runtime_env)} if settings.runtime_env else {}

@@ -1,0 +1,196 @@
+"""launch_type="ray" on a real Ray cluster: a head on the gateway and a worker node on a
+simulated host of its own (tests/cluster). What only Ray shows - nodes on both Ray nodes
+calling each other across them, lp.Resources and placement groups as Ray places them, an
+actor killed or frozen (named failure, then restart by the group's policy), the Ray a launch
+joins left running and the Ray it starts stopped - and bad input refused before any actor is
+made. The programs every launch type runs (tests/launch/test_*.py) run under ray too, through
+the `launch` fixtures."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+import launchpad as lp
+from launchpad.launch import ray_launcher
+from tests.launch.helpers import TIMEOUT
+
+
+class Server:
+    def ping(self) -> str:
+        return "pong"
+
+
+def _run_forever() -> None:
+    lp.wait_for_stop()
+
+
+def _call_and_report(server, box) -> None:
+    box.put((server.ping(), server.address if hasattr(server, "address") else None))
+
+
+def _on_node(address: str) -> lp.Resources:
+    """Needs that only the Ray node at `address` has (Ray's own `node:IP` resource)."""
+    return lp.Resources(extra={f"node:{address}": 0.01})
+
+
+@pytest.fixture
+def ray_launch(request, ray_cluster, monkeypatch, no_leaked_threads, no_leaked_processes):
+    """`ray_launch(program, **options)` launches on the test cluster; programs are stopped
+    after (a failure a test expects does not fail it)."""
+    from tests.launch.conftest import _launcher, _stop_all
+    launch, controllers = _launcher("ray", request)
+    yield launch
+    _stop_all(controllers, failures_expected=True)
+
+
+def _placements(controller) -> dict[str, str]:
+    """Node name -> the address of the host it runs on."""
+    return controller.hosts()
+
+
+def test_nodes_run_on_both_ray_nodes_and_call_each_other_across_them(ray_launch, box,
+                                                                     ray_cluster):
+    head, worker = ray_cluster.node_addresses
+    results = box()
+    program = lp.Program("across")
+    server = program.add_node(lp.CourierNode(Server), label="server")
+    program.add_node(lp.PyNode(_call_and_report, server, results), label="client")
+    controller = ray_launch(program, resources={"server": _on_node(worker),
+                                                "client": _on_node(head)})
+    assert results.get()[0] == "pong"
+    assert _placements(controller) == {"server/0": worker, "client/0": head}
+    controller.stop()
+    assert controller.wait(TIMEOUT)
+
+
+def test_a_spread_group_lands_on_different_ray_nodes(ray_launch, ray_cluster):
+    program = lp.Program("spread")
+    with program.group("server"):
+        for _ in range(2):
+            program.add_node(lp.CourierNode(Server))
+    controller = ray_launch(program, resources={"server": lp.Resources(cpus=1)},
+                            ray=lp.RaySettings(placement={"server": "STRICT_SPREAD"}))
+    for name in ("server/0", "server/1"):
+        assert controller.wait_for_started(name, TIMEOUT)
+    assert set(_placements(controller).values()) == set(ray_cluster.node_addresses)
+
+
+def test_a_placement_the_cluster_cannot_meet_fails_the_launch_named(ray_launch):
+    program = lp.Program("crowded")
+    with program.group("server"):
+        for _ in range(3):  # three bundles, strictly apart, on two Ray nodes
+            program.add_node(lp.CourierNode(Server))
+    with pytest.raises(lp.LaunchError, match="no room for group 'server'.*STRICT_SPREAD"):
+        ray_launch(program, resources={"server": lp.Resources(cpus=1)},
+                   ray=lp.RaySettings(placement={"server": "STRICT_SPREAD"},
+                                      placement_timeout_secs=2))
+
+
+def test_needs_no_ray_node_has_are_refused_named(ray_launch):
+    program = lp.Program("greedy")
+    program.add_node(lp.PyNode(_run_forever), label="learner")
+    with pytest.raises(lp.LaunchError, match="Group 'learner'.*'CPU': 64.*no node"):
+        ray_launch(program, resources={"learner": lp.Resources(cpus=64)})
+
+
+def test_a_killed_actor_fails_its_node_named(ray_launch):
+    program = lp.Program("killed")
+    program.add_node(lp.PyNode(_run_forever), label="worker")
+    controller = ray_launch(program)
+    assert controller.wait_for_started("worker/0", TIMEOUT)
+    os.kill(controller.node_pids()["worker/0"], signal.SIGKILL)
+    with pytest.raises(lp.NodeFailedError, match="its Ray actor died") as failed:
+        controller.wait(TIMEOUT)
+    assert failed.value.node == "worker/0"
+
+
+def test_a_killed_actor_is_restarted_by_its_groups_policy_in_a_new_actor(ray_launch):
+    program = lp.Program("restarted")
+    with program.group("worker", restart=lp.RestartPolicy(max_restarts=1, backoff_secs=0.01)):
+        program.add_node(lp.PyNode(_run_forever))
+    controller = ray_launch(program)
+    assert controller.wait_for_started("worker/0", TIMEOUT)
+    first = controller.node_pids()["worker/0"]
+    os.kill(first, signal.SIGKILL)
+    assert controller.wait_for_restarts("worker/0", 1, TIMEOUT)
+    assert controller.wait_for_started("worker/0", TIMEOUT)
+    assert controller.node_pids()["worker/0"] != first
+    assert controller.restarts() == {"worker/0": 1}
+
+
+def test_a_frozen_actor_is_lost_within_the_liveness_timeout(ray_launch):
+    program = lp.Program("frozen")
+    program.add_node(lp.PyNode(_run_forever), label="worker")
+    controller = ray_launch(program, liveness_timeout_secs=3)
+    assert controller.wait_for_started("worker/0", TIMEOUT)
+    os.kill(controller.node_pids()["worker/0"], signal.SIGSTOP)  # as on a lost Ray node
+    with pytest.raises(lp.NodeFailedError, match="no heartbeat for 3s") as failed:
+        controller.wait(TIMEOUT)
+    assert failed.value.node == "worker/0"
+
+
+def test_a_joined_cluster_and_the_users_own_connection_are_left_as_they_were(
+        ray_launch, ray_cluster):
+    import ray
+    ray.init(address=ray_cluster.address, logging_level="error")
+    try:
+        program = lp.Program("guest")
+        program.add_node(lp.PyNode(int), label="worker")
+        assert ray_launch(program).wait(TIMEOUT)
+        assert ray.is_initialized()  # the user's connection is theirs to close
+        assert not [a for a in ray.util.list_named_actors(all_namespaces=True)]
+    finally:
+        ray.shutdown()
+    assert sorted(ray_cluster.alive_nodes()) == sorted(ray_cluster.node_addresses)
+
+
+def test_a_ray_started_for_the_launch_is_stopped_with_it(monkeypatch, no_leaked_threads,
+                                                         no_leaked_processes, box):
+    import ray
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    results = box()
+    program = lp.Program("own")
+    server = program.add_node(lp.CourierNode(Server), label="server")
+    program.add_node(lp.PyNode(_call_and_report, server, results), label="client")
+    controller = lp.launch(program, launch_type="ray")
+    assert results.get()[0] == "pong"
+    controller.stop()
+    assert controller.wait(TIMEOUT)
+    assert not ray.is_initialized()  # and no_leaked_processes: its processes are gone
+
+
+def test_resources_become_the_actors_options():
+    assert ray_launcher.ray_options(None) == {"num_cpus": 0}
+    assert ray_launcher.ray_options(lp.Resources(cpus=4, gpus=1, memory_mb=1024,
+                                                 extra={"tpu": 2})) == {
+        "num_cpus": 4, "num_gpus": 1, "memory": 1024 * 2**20, "resources": {"tpu": 2}}
+
+
+@pytest.mark.parametrize("options, error, message", [
+    ({"ray": object()}, TypeError, "ray must be an lp.RaySettings"),
+    ({"terminal": "tmux_session"}, ValueError, "not available under ray"),
+    ({"local_resources": {"worker": lp.PythonProcess(interpreter="/usr/bin/python3")}},
+     TypeError, r"local_resources\['worker'\] under ray"),
+    ({"ray": lp.RaySettings(placement={"ghost": "PACK"})}, ValueError,
+     r"placement names groups \['ghost'\]"),
+    ({"ray": lp.RaySettings(placement={"worker": "PACK"})}, ValueError,
+     r"placement\['worker'\] needs resources="),
+    ({"resources": {"worker": lp.Resources(extra={"tpu": "v4"})}}, ValueError,
+     r"resources\['worker'\].extra\['tpu'\] under ray"),
+])
+def test_bad_ray_options_are_named_before_any_actor_is_made(ray_launch, options, error,
+                                                            message):
+    program = lp.Program("bad")
+    program.add_node(lp.PyNode(int), label="worker")
+    with pytest.raises(error, match=message):
+        ray_launch(program, **options)
+
+
+def test_bad_ray_settings_are_named():
+    with pytest.raises(ValueError, match=r"placement\['actor'\] must be one of PACK"):
+        lp.RaySettings(placement={"actor": "DIAGONAL"})
+    with pytest.raises(TypeError, match="runtime_env must be a dict"):
+        lp.RaySettings(runtime_env="pip")
