@@ -5,6 +5,9 @@
                                                (launch/job_holder.py)
     python -m launchpad.launch --control PATH  a cluster job's batch step that is its program's
                                                controller (launch/slurm_detached.py)
+    python -m launchpad.launch --kubernetes-controller PATH
+                                               a Kubernetes program's controller, in its
+                                               own pod (launch/kubernetes_controller.py)
 
 A module of its own, so that neither is imported by the package before it runs.
 """
@@ -20,10 +23,16 @@ what = parser.add_mutually_exclusive_group(required=True)
 what.add_argument("--spec", help="the node's spec: a private file, or - for stdin")
 what.add_argument("--hold", help="the job's holder file (a private file)")
 what.add_argument("--control", help="the launch's spec, run as the job's controller")
+what.add_argument("--kubernetes-controller", metavar="PATH",
+                  help="the launch's spec (mounted, sealed), run as the program's controller")
 args = parser.parse_args()
 if args.spec:
     runner.exit_process(runner.run_process(runner.read_spec(args.spec)))
 elif args.hold:
     raise SystemExit(job_holder.hold(args.hold))
+elif args.kubernetes_controller:
+    from launchpad.launch import kubernetes_controller  # only the controller's pod needs it
+
+    raise SystemExit(kubernetes_controller.run(args.kubernetes_controller))
 else:
     raise SystemExit(slurm_detached.run_controller(args.control))

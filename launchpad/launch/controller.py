@@ -47,11 +47,17 @@ class Controller:
         hosts).
       tls: certificates every courier server and client of the program uses (None: the
         program runs in plaintext, with its token).
+      port: the port the controller listens on (0: one the system picks).
+      token: the program's secret (None: a fresh one); a launch that hands it to its nodes
+        before the controller exists (a Kubernetes Secret) passes its own.
+      advertised_host: the name nodes reach the controller at, when it is not `host` (a
+        Kubernetes Service's DNS name, while listening on 0.0.0.0).
     """
 
     def __init__(self, program: Program, *, termination_notice_secs: float = 10.0,
                  liveness_timeout_secs: float = 10.0, host: str = "127.0.0.1",
-                 tls: TLS | None = None):
+                 tls: TLS | None = None, port: int = 0, token: str | None = None,
+                 advertised_host: str | None = None):
         if termination_notice_secs < 0:
             raise ValueError(
                 f"termination_notice_secs must be >= 0, got {termination_notice_secs}")
@@ -60,7 +66,7 @@ class Controller:
         self.program_name = program.name
         self._grace = termination_notice_secs
         self.liveness_timeout_secs = liveness_timeout_secs
-        self._token = secrets.token_hex(16)
+        self._token = token or secrets.token_hex(16)
         self.tls = tls
         self._lock = threading.Lock()
         # Every node that has an address, and the node the program runs it in (itself, or
@@ -82,9 +88,11 @@ class Controller:
         # Starts the processes of MultiProcessingColocation nodes run as threads here.
         self._process_starter = process.ChildProcessStarter(termination_notice_secs,
                                                             in_worker=False)
-        self._server = courier_server.Server(_ControllerService(self), host=host,
+        self._server = courier_server.Server(_ControllerService(self), host=host, port=port,
                                              token=self._token, thread_pool_size=8, tls=tls)
-        self.address = self._server.start()
+        bound = self._server.start()
+        self.address = (f"{advertised_host}:{self._server.port}" if advertised_host
+                        else bound)
         self.launcher_context = self.node_context(None, 0)
         context.add_process_context(self.launcher_context)
 

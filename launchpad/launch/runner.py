@@ -37,8 +37,8 @@ import cloudpickle
 from absl import flags
 from absl import logging as absl_logging
 
-from launchpad import address, context
-from launchpad.launch import process, process_tree, spec
+from launchpad import address, context, control
+from launchpad.launch import kubernetes_pod, process, process_tree, spec
 from launchpad.nodes import base
 
 EXIT_NODE_RAISED = 1
@@ -158,6 +158,7 @@ def run_process(node_spec: spec.NodeSpec) -> int:
     if node_spec.argv:
         sys.argv[:] = node_spec.argv
     process_tree.adopt_orphans()  # what the node starts is found, and ended, at its exit
+    _wait_for_controller(node_spec)
     node_context = _make_context(node_spec)
     context.add_process_context(node_context)
     instance = new_instance()
@@ -201,6 +202,25 @@ def run_process(node_spec: spec.NodeSpec) -> int:
     return EXIT_NODE_RAISED
 
 
+def _wait_for_controller(node_spec: spec.NodeSpec) -> None:
+    """Waits up to `controller_wait_secs` for the controller to answer: a pod may start before
+    its controller's pod (and before its Service's name resolves). Another host's server
+    coming up sends no event, so this asks again, less and less often, until the deadline;
+    then the node goes on and fails to reach it, named (see run_process)."""
+    deadline = time.monotonic() + node_spec.controller_wait_secs
+    host = node_spec.controller_address.rsplit(":", 1)[0]
+    pause = 0.1
+    while time.monotonic() < deadline:
+        try:
+            address.routed_host(host)  # the name resolves
+            control.client_for(node_spec.controller_address, node_spec.token,
+                               node_spec.tls).ping(timeout=max(1.0, pause))
+            return
+        except Exception:  # noqa: BLE001 - not up yet: asked again until the deadline
+            time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+            pause = min(pause * 2, 2.0)
+
+
 def _stop_on_signals(node_context: context.NodeContext, stop_signals: dict[str, str]) -> None:
     """Each signal the engine sends before it ends the node (e.g. Slurm's time-limit warning)
     stops the whole program, gracefully, saying why."""
@@ -239,8 +259,14 @@ def exit_process(code: int) -> None:
 
 
 def read_spec(source: str) -> spec.NodeSpec:
-    """The spec from a private file, or from stdin when `source` is '-'."""
+    """The spec from a private file, or from stdin when `source` is '-'; in a Kubernetes pod
+    ($LAUNCHPAD_SECRET_DIR set), from its volumes (see kubernetes_pod.py)."""
     if source == "-":
         return spec.decode(sys.stdin.buffer.read())
+    # A Kubernetes pod: the spec and the secret come from its volumes (the variable goes, so
+    # the node's child processes, whose specs are private files, do not look there).
+    secret_dir = os.environ.pop(kubernetes_pod.SECRET_DIR_ENV, "")
+    if secret_dir:
+        return kubernetes_pod.read_spec(source, secret_dir)
     return spec.read_spec_file(source)
 

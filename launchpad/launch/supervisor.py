@@ -15,6 +15,10 @@ A run ends when its worker ends (or it is declared lost); its reason is the one 
 reported, else what the launcher saw. Then: finished -> the unit is done (all done: the
 program stops); failed -> restarted if its group's RestartPolicy allows, else the program
 stops and `wait()` raises NodeFailedError for the first unit that failed.
+
+A worker whose end its launcher cannot see (a Kubernetes pod, which the cluster runs and
+re-runs) learns of its runs from the node instead: the supervisor calls its
+`run_started(instance)` and `run_reported(instance, finished)`, where it has them.
 """
 
 from __future__ import annotations
@@ -109,6 +113,8 @@ class Supervisor:
             if heartbeats:
                 self._heartbeats[unit] = time.monotonic()
             self._changed.notify_all()
+            worker = self._workers.get(unit)
+        _tell(worker, "run_started", instance)
 
     def heartbeat(self, unit: NodeKey, instance: str) -> bool:
         """False: the run is no longer the unit's current one (it was declared lost)."""
@@ -129,9 +135,12 @@ class Supervisor:
             except Exception:  # noqa: BLE001 - of a class unknown here: the text remains
                 cause = None
         with self._lock:
-            if self._instances.get(unit) == instance:
-                self._reports[unit] = _FINISHED if outcome is None else (
-                    reason, node_traceback, cause)
+            if self._instances.get(unit) != instance:
+                return  # a run given up already
+            self._reports[unit] = _FINISHED if outcome is None else (
+                reason, node_traceback, cause)
+            worker = self._workers.get(unit)
+        _tell(worker, "run_reported", instance, outcome is None)
 
     def placements(self) -> dict[str, tuple[str, int]]:
         """'label/index' -> (host, pid) of each running unit, as its runner reported."""
@@ -268,6 +277,13 @@ class Supervisor:
     def restarts(self) -> dict[str, int]:
         with self._lock:
             return {_name(u): n for u, n in self._restarts.items()}
+
+
+def _tell(worker: NodeWorker | None, event: str, *args: object) -> None:
+    """Calls `worker.<event>(*args)` if the worker has it (see the module doc)."""
+    hook = getattr(worker, event, None)
+    if hook is not None:
+        hook(*args)
 
 
 def _key(name: str) -> NodeKey:

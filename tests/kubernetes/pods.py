@@ -1,0 +1,229 @@
+"""A launch's pods run here as Kubernetes would run them, from nothing but its manifests.
+
+No control plane can run on this machine, so this plays the kubelet and the Job controller for
+the objects `lp.kubernetes_manifests` returns, as faithfully as processes allow:
+
+- each Job's pod is a process on a simulated host of its own (tests/cluster/netns.py: a
+  network namespace, its own address), running the container's `command` with the
+  container's `env` and nothing else (plus PYTHONPATH to this checkout and PATH to this venv,
+  which stand in for the image);
+- its volumes are made as the kubelet makes them (each key a file of the volume's
+  defaultMode, reached through `<key> -> ..data/<key>`, `..data -> ..<timestamp>`) and
+  bind-mounted read-only at the container's mountPaths, in a mount namespace of its own
+  (`unshare --mount`), over a tmpfs so nothing is left on this machine's filesystem;
+- every Service's DNS name (`<name>.<namespace>.svc`) resolves, in every pod's hosts file, to
+  the host of the pod it selects, as the cluster's DNS resolves a headless Service;
+- a pod that fails is run again while its Job's backoffLimit allows, as the Job controller
+  does; a Job whose pod finished is done.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import dataclasses
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+from tests.cluster.netns import Host, HostNetwork
+from tests.processes import ROOT
+
+_VENV_BIN = os.path.dirname(sys.executable)
+# Pods run the image's `python`: here, this venv's, with this checkout importable.
+_IMAGE_ENV = {"PATH": f"{_VENV_BIN}:/usr/bin:/bin", "PYTHONPATH": ROOT}
+
+
+@dataclasses.dataclass
+class PodRun:
+    """One run of a Job's pod: its exit code and its log."""
+
+    returncode: int
+    log: str
+
+
+@dataclasses.dataclass
+class JobRun:
+    """A Job's pods, in the order they ran, and where they ran."""
+
+    name: str
+    host: Host
+    runs: list[PodRun] = dataclasses.field(default_factory=list)
+    pids: list[int] = dataclasses.field(default_factory=list)
+    log_paths: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def log(self) -> str:
+        return "".join(run.log for run in self.runs)
+
+
+def objects_of(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [obj for obj in objects if obj["kind"] == kind]
+
+
+class LocalCluster:
+    """Runs the pods of `objects` (one launch's manifests) here; see the module doc.
+
+    Args:
+      objects: the launch's objects.
+      folder: where the pods' volumes and logs are kept.
+    """
+
+    def __init__(self, objects: list[dict[str, Any]], folder: str):
+        self._objects = objects
+        self._folder = folder
+        self._jobs = objects_of(objects, "Job")
+        self._network = HostNetwork(len(self._jobs))
+        self._made_parents: list[str] = []
+        self.jobs: dict[str, JobRun] = {}
+
+    def __enter__(self) -> LocalCluster:
+        self._network.start()
+        try:
+            for job, host in zip(self._jobs, self._network.hosts, strict=True):
+                self.jobs[job["metadata"]["name"]] = JobRun(job["metadata"]["name"], host)
+            self._write_hosts_files()
+            self._make_mount_parents()
+        except BaseException:
+            self._network.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._network.stop()  # ends whatever still runs in the pods' namespaces
+        for parent in self._made_parents:
+            with contextlib.suppress(OSError):
+                os.rmdir(parent)
+
+    def _make_mount_parents(self) -> None:
+        """Each pod mounts a tmpfs over the folder above its mountPaths, which must exist
+        (made empty here if missing, and removed again at the end)."""
+        for job in self._jobs:
+            (container,) = job["spec"]["template"]["spec"]["containers"]
+            parent = os.path.commonpath([m["mountPath"] for m in container["volumeMounts"]])
+            if not os.path.isdir(parent):
+                os.makedirs(parent)
+                self._made_parents.append(parent)
+
+    def _write_hosts_files(self) -> None:
+        lines = []
+        for service in objects_of(self._objects, "Service"):
+            selector = service["spec"]["selector"]
+            chosen = [name for name, job in zip(self.jobs, self._jobs, strict=True)
+                      if selector.items() <= job["spec"]["template"]["metadata"]["labels"].items()]
+            assert len(chosen) == 1, f"Service {service['metadata']['name']} selects {chosen}"
+            lines.append(f"{self.jobs[chosen[0]].host.address} {service['metadata']['name']}."
+                         f"{service['metadata']['namespace']}.svc")
+        for host in self._network.hosts:
+            with open(f"/etc/netns/{host.name}/hosts", "a") as f:
+                f.write("\n".join(lines) + "\n")
+
+    def run(self, timeout: float) -> dict[str, JobRun]:
+        """Runs every Job until it is done or failed (within `timeout` seconds in all)."""
+        deadline = time.monotonic() + timeout
+        threads = [threading.Thread(target=self._run_job, args=(job, deadline), daemon=True)
+                   for job in self._jobs]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        late = [job["metadata"]["name"] for job, t in zip(self._jobs, threads, strict=True)
+                if t.is_alive()]
+        assert not late, f"Jobs still running after {timeout}s: {late}\n" + self.logs()
+        return self.jobs
+
+    def signal(self, job: JobRun, sig: signal.Signals) -> None:
+        """Sends `sig` to the current pod of `job` (as Kubernetes does, deleting it)."""
+        os.kill(job.pids[-1], sig)
+
+    def wait_for_log(self, job: JobRun, text: str, timeout: float) -> bool:
+        """Waits until the current pod of `job` has printed `text`; False after `timeout` s.
+        (A file being written sends no event: it is read again every 50 ms until then.)"""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if job.log_paths:
+                with open(job.log_paths[-1]) as f:
+                    if text in f.read():
+                        return True
+            time.sleep(0.05)
+        return False
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {name}:\n{job.log}" for name, job in self.jobs.items())
+
+    def _run_job(self, job: dict[str, Any], deadline: float) -> None:
+        record = self.jobs[job["metadata"]["name"]]
+        for attempt in range(job["spec"]["backoffLimit"] + 1):
+            run = self._run_pod(job, record, attempt, deadline)
+            record.runs.append(run)
+            if run.returncode == 0:
+                return
+
+    def _run_pod(self, job: dict[str, Any], record: JobRun, attempt: int,
+                 deadline: float) -> PodRun:
+        pod = job["spec"]["template"]["spec"]
+        (container,) = pod["containers"]
+        pod_dir = os.path.join(self._folder, f"{record.name}-{attempt}")
+        volumes = {v["name"]: self._make_volume(v, os.path.join(pod_dir, v["name"]))
+                   for v in pod["volumes"]}
+        mounts = [(volumes[m["name"]], m["mountPath"]) for m in container["volumeMounts"]]
+        parent = os.path.commonpath([path for _, path in mounts])
+        script = [f"mount -t tmpfs tmpfs {shlex.quote(parent)}"]
+        for source, path in mounts:
+            script += [f"mkdir -p {shlex.quote(path)}",
+                       f"mount --bind {shlex.quote(source)} {shlex.quote(path)}",
+                       f"mount -o remount,bind,ro {shlex.quote(path)}"]
+        argv = self._network.exec_argv(record.host, [
+            "unshare", "--mount", "sh", "-ec", " && ".join(script) + ' && exec "$@"', "pod",
+            *container["command"], *container.get("args", [])])
+        env = {**{e["name"]: e["value"] for e in container["env"]}, **_IMAGE_ENV}
+        log_path = os.path.join(pod_dir, "log")
+        with open(log_path, "w+") as log:
+            record.log_paths.append(log_path)
+            process = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                       stdin=subprocess.DEVNULL, cwd="/")
+            record.pids.append(process.pid)
+            try:
+                returncode = process.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.kill()
+                returncode = process.wait()
+            log.seek(0)
+            return PodRun(returncode, log.read())
+
+    def _make_volume(self, volume: dict[str, Any], folder: str) -> str:
+        """The volume's files, laid out as the kubelet lays them out; the folder to mount."""
+        if "secret" in volume:
+            source = volume["secret"]
+            (obj,) = [s for s in objects_of(self._objects, "Secret")
+                      if s["metadata"]["name"] == source["secretName"]]
+            data = {k: base64.b64decode(v) for k, v in obj["data"].items()}
+        else:
+            source = volume["configMap"]
+            (obj,) = [c for c in objects_of(self._objects, "ConfigMap")
+                      if c["metadata"]["name"] == source["name"]]
+            data = {k: base64.b64decode(v) for k, v in obj["binaryData"].items()}
+        items = source.get("items") or [{"key": k, "path": k} for k in data]
+        stamp = "..2026_01_01_00_00_00.000000001"
+        os.makedirs(os.path.join(folder, stamp))
+        for item in items:
+            path = os.path.join(folder, stamp, item["path"])
+            with open(os.open(path, os.O_WRONLY | os.O_CREAT, source["defaultMode"]), "wb") as f:
+                f.write(data[item["key"]])
+            os.symlink(os.path.join("..data", item["path"]), os.path.join(folder, item["path"]))
+        os.symlink(stamp, os.path.join(folder, "..data"))
+        return folder
+
+
+def unavailable() -> str | None:
+    """Why pods cannot be run here, or None."""
+    if os.geteuid() != 0:
+        return "running pods needs root (network and mount namespaces)"
+    missing = [c for c in ("ip", "unshare", "mount") if shutil.which(c) is None]
+    return f"running pods needs {', '.join(missing)}" if missing else None

@@ -1,0 +1,111 @@
+"""What proves the manifests would work: each pod of a launch - the controller's and every
+node's - is run from nothing but its manifest (command, environment, the ConfigMap and Secret
+mounted as the kubelet mounts them), as a process on a simulated host of its own whose hosts
+file resolves the Services (tests/kubernetes/pods.py), and the program runs to its end."""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+
+import pytest
+
+from launchpad.launch import kubernetes_manifests
+from launchpad.launch.kubernetes_controller import OUTCOME_PREFIX
+from launchpad.launch.kubernetes_settings import KubernetesSettings
+from tests.kubernetes import pods, programs
+
+pytestmark = [pytest.mark.skipif(pods.unavailable() is not None,
+                                 reason=pods.unavailable() or ""),
+              pytest.mark.usefixtures("no_leaked_processes", "no_leaked_threads")]
+
+SETTINGS = KubernetesSettings(image="launchpad:test", namespace="lp-test")
+TIMEOUT = 60
+
+
+def _manifests(program, **options) -> list[dict]:
+    return kubernetes_manifests.kubernetes_manifests(
+        program, settings=SETTINGS, termination_notice_secs=2, **options)
+
+
+def _outcome(job: pods.JobRun) -> dict:
+    lines = [line for line in job.log.splitlines() if line.startswith(OUTCOME_PREFIX)]
+    assert len(lines) == 1, job.log
+    return json.loads(lines[0][len(OUTCOME_PREFIX):])
+
+
+def _by_role(cluster: pods.LocalCluster) -> tuple[pods.JobRun, dict[str, pods.JobRun]]:
+    """(the controller's Job, node name -> its Job)."""
+    controller = next(job for name, job in cluster.jobs.items() if name.endswith("-controller"))
+    nodes = {name.rsplit("-", 2)[-2] + "/" + name.rsplit("-", 1)[-1]: job
+             for name, job in cluster.jobs.items() if job is not controller}
+    return controller, nodes
+
+
+def test_a_program_over_tls_runs_to_its_end_in_pods_on_their_own_hosts(tmp_path):
+    objects = _manifests(programs.adder_and_client(), tls=True)
+    with pods.LocalCluster(objects, str(tmp_path)) as cluster:
+        cluster.run(TIMEOUT)
+        controller, nodes = _by_role(cluster)
+    report = cluster.logs()
+    assert [run.returncode for run in controller.runs] == [0], report
+    assert "client got 5 from the adder" in nodes["client/0"].log, report
+    assert all(job.runs[-1].returncode == 0 for job in nodes.values()), report
+    outcome = _outcome(controller)
+    assert outcome["failed_node"] is None and outcome["stop_reason"] == ""
+    assert outcome["exit_codes"] == {"adder/0": 0, "client/0": 0}
+    where = f"adder on {nodes['adder/0'].host.address}, client on " + (
+        nodes["client/0"].host.address)
+    assert where in nodes["client/0"].log, report  # two hosts, one call between them
+
+
+def test_a_failing_node_fails_the_program_named_and_the_controller_exits_1(tmp_path):
+    with pods.LocalCluster(_manifests(programs.adder_and_failing()), str(tmp_path)) as cluster:
+        cluster.run(TIMEOUT)
+        controller, nodes = _by_role(cluster)
+    report = cluster.logs()
+    assert [run.returncode for run in controller.runs] == [1], report
+    outcome = _outcome(controller)
+    assert outcome["failed_node"] == "bad/0", report
+    assert "RuntimeError: boom in a pod" in outcome["reason"]
+    assert 'raise RuntimeError("boom in a pod")' in outcome["traceback"]
+    assert outcome["exit_codes"]["bad/0"] == 1
+    # The adder ends by itself once its program has stopped (fail fast), within the grace.
+    assert [run.returncode for run in nodes["adder/0"].runs] == [0], report
+
+
+def test_a_node_with_a_restart_left_is_run_again_by_its_job_and_the_program_ends(tmp_path):
+    marker = str(tmp_path / "first-run-done")
+    with pods.LocalCluster(_manifests(programs.adder_and_flaky(marker)),
+                           str(tmp_path)) as cluster:
+        cluster.run(TIMEOUT)
+        controller, nodes = _by_role(cluster)
+    report = cluster.logs()
+    assert [run.returncode for run in nodes["flaky/0"].runs] == [1, 0], report
+    assert "second run got 2" in nodes["flaky/0"].log
+    assert [run.returncode for run in controller.runs] == [0], report
+    outcome = _outcome(controller)
+    assert outcome["failed_node"] is None
+    assert outcome["restarts"] == {"flaky/0": 1}
+
+
+def test_deleting_a_pod_stops_the_program_gracefully(tmp_path):
+    """SIGTERM is how Kubernetes deletes a pod (stop(), or an eviction): the program stops,
+    saying why, and no node fails."""
+    with pods.LocalCluster(_manifests(programs.adder_and_waiter()), str(tmp_path)) as cluster:
+        controller, nodes = _by_role(cluster)
+        ran = threading.Thread(target=cluster.run, args=(TIMEOUT,))
+        ran.start()
+        try:
+            assert cluster.wait_for_log(nodes["waiter/0"], "the adder answered", TIMEOUT), (
+                cluster.logs())
+            cluster.signal(nodes["adder/0"], signal.SIGTERM)
+        finally:
+            ran.join()
+    report = cluster.logs()
+    outcome = _outcome(controller)
+    assert "Kubernetes is deleting the pod (node adder/0 got SIGTERM)" in (
+        outcome["stop_reason"]), report
+    assert outcome["failed_node"] is None, report
+    assert [job.runs[-1].returncode for job in cluster.jobs.values()] == [0, 0, 0], report
