@@ -12,6 +12,7 @@ This module is the public API and nothing else. It imports neither TensorFlow no
 from launchpad import courier
 from launchpad.address import Address, get_port_from_address
 from launchpad.courier import TLS, batched_handler, list_methods
+from launchpad.launch.attach import attach
 from launchpad.launch.controller import Controller
 from launchpad.launch.docker import DockerConfig
 from launchpad.launch.errors import (
@@ -27,7 +28,7 @@ from launchpad.launch.process import PythonProcess
 from launchpad.launch.ray_settings import RaySettings
 from launchpad.launch.resources import Resources
 from launchpad.launch.slurm import SlurmError
-from launchpad.launch.slurm_detached import RemoteController, attach
+from launchpad.launch.slurm_detached import RemoteController
 from launchpad.launch.slurm_settings import SlurmSettings
 from launchpad.nodes.base import Deferred, Handle, Node
 from launchpad.nodes.cacher import CacherNode, StaleDataError

@@ -22,6 +22,7 @@ from launchpad.launch import (
     interrupts,
     local_mp,
     local_mt,
+    ray_detached,
     ray_launcher,
     slurm_detached,
     test_mp,
@@ -62,6 +63,10 @@ _LAUNCHERS = {
     LaunchType.RAY: ray_launcher,
 }
 
+
+# Launch types whose programs may outlive the launching process (detach=True): the module's
+# launch(program, options, ...) puts the controller in the cluster and returns its proxy.
+_DETACHED = {LaunchType.SLURM: slurm_detached, LaunchType.RAY: ray_detached}
 
 _SLURM_FLAGS = {"partition": "partition", "account": "account", "qos": "QoS",
                 "time_limit": "time limit (minutes, or D-HH:MM:SS)"}
@@ -218,9 +223,10 @@ def launch(programs: Program | Sequence[Program],
         the `cryptography` package); the token stays required either way.
       liveness_timeout_secs: a node process whose heartbeats stop this long (its host lost,
         its process frozen) fails, or is restarted by its group's policy (default 10).
-      detach: put the controller inside the cluster (under slurm: the job's batch step) and
-        return at once a controller whose `run_id` `lp.attach(run_id)` reconnects to later;
-        the program outlives the launching process. Local launch types refuse it.
+      detach: put the controller inside the cluster (under slurm: the job's batch step;
+        under ray: a detached actor) and return at once a controller whose `run_id`
+        `lp.attach(run_id)` reconnects to later; the program outlives the launching process.
+        Local launch types refuse it.
 
     When the launching script returns while a local_mt or local_mp program still runs, the
     interpreter's exit waits for the program to stop, as in Launchpad (see at_exit.py).
@@ -239,8 +245,9 @@ def launch(programs: Program | Sequence[Program],
                "slurm": _slurm_settings(slurm) if launch_type is LaunchType.SLURM else slurm,
                "ray": _ray_settings(ray) if launch_type is LaunchType.RAY else ray,
                "bind_address": _flag_value("lp_bind_address")}
-    if detach and launch_type is not LaunchType.SLURM:
-        raise ValueError(f"detach=True needs a cluster launch type (slurm), not "
+    if detach and launch_type not in _DETACHED:
+        raise ValueError(f"detach=True needs a cluster launch type "
+                         f"({', '.join(t.value for t in _DETACHED)}), not "
                          f"{launch_type.value!r}: a local program lives in the process that "
                          "launched it")
     if hasattr(launcher, "validate"):
@@ -250,7 +257,6 @@ def launch(programs: Program | Sequence[Program],
         resources_lib.per_group(list(program.groups), program.name, resources)
     tls = _tls(tls)
     if detach:
-        options["slurm"] = options["slurm"] or SlurmSettings()
         host = ""  # the controller is made inside the cluster, where it runs
     elif hasattr(launcher, "controller_host"):
         host = launcher.controller_host(**options)
@@ -261,8 +267,8 @@ def launch(programs: Program | Sequence[Program],
                                    or _DEFAULT_TERMINATION_NOTICE_SECS)
     controllers: list = []
     for program in checked:
-        if detach:  # the controller runs inside the job; the program lives in the cluster
-            controllers.append(slurm_detached.launch(
+        if detach:  # the controller runs in the cluster; so does the program
+            controllers.append(_DETACHED[launch_type].launch(
                 program, options, termination_notice_secs=termination_notice_secs,
                 liveness_timeout_secs=liveness_timeout_secs, tls=tls))
             continue

@@ -24,7 +24,6 @@ launch's terminal (prefixed lines) and is kept in a log per node in the run fold
 from __future__ import annotations
 
 import concurrent.futures
-import datetime
 import math
 import os
 import re
@@ -42,7 +41,7 @@ from absl import logging
 
 import launchpad
 from launchpad import address
-from launchpad.launch import job_holder, private_files, spec, terminals
+from launchpad.launch import job_holder, run_records, spec, terminals
 from launchpad.launch import resources as resources_lib
 from launchpad.launch.controller import Controller
 from launchpad.launch.errors import LaunchError
@@ -294,19 +293,13 @@ def _stop_signals(settings: SlurmSettings) -> dict[str, str]:
                        f"{settings.stop_before_end_secs}s away, or it is being preempted)"}
 
 
-def make_run_dir(program_name: str, settings: SlurmSettings) -> str:
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in program_name)
-    return private_files.make_private_dir(f"{safe}-{stamp}-", settings.run_dir)
-
-
 def launch(program: Program, controller: Controller, *, resources: dict | None,
            slurm: SlurmSettings | None, local_resources: dict | None, terminal: str | None,
            bind_address: str | None, **unused: Any) -> None:
     """Submits `program` as one Slurm job and starts a step per node once it runs."""
     settings = slurm or SlurmSettings()
     needs = resources_lib.per_group(list(program.groups), program.name, resources)
-    run_dir = make_run_dir(program.name, settings)
+    run_dir = run_records.make(program.name, settings.run_dir)
     holder = os.path.join(run_dir, "job.holder")
     job_holder.write(holder, job_holder.HolderSpec(
         controller.address, controller.token, controller.tls,

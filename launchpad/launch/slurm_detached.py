@@ -4,6 +4,7 @@
     run_id = controller.run_id
     ...                                      # the launching process may go
     lp.attach(run_id).stop()                 # later, from any process of the same user
+                                             # (attach.py)
 
     the launching process                  the job's batch step, on a node of the job
       the launch's spec (a private file) -> python -m launchpad.launch --control PATH:
@@ -32,7 +33,7 @@ import cloudpickle
 
 from launchpad import address, control
 from launchpad.courier.tls import TLS
-from launchpad.launch import errors, private_files, slurm
+from launchpad.launch import errors, private_files, run_records, slurm
 from launchpad.launch import resources as resources_lib
 from launchpad.launch.controller import Controller
 from launchpad.program import Program
@@ -54,9 +55,9 @@ class _LaunchSpec:
 def launch(program: Program, options: dict[str, Any], *, termination_notice_secs: float,
            liveness_timeout_secs: float, tls: TLS | None) -> RemoteController:
     """Submits the job whose batch step is the program's controller."""
-    settings = options["slurm"]
+    settings = options["slurm"] or slurm.SlurmSettings()
     needs = resources_lib.per_group(list(program.groups), program.name, options["resources"])
-    run_dir = slurm.make_run_dir(program.name, settings)
+    run_dir = run_records.make(program.name, settings.run_dir)
     try:
         pickled = cloudpickle.dumps(program)
     except Exception as e:
@@ -74,32 +75,21 @@ def launch(program: Program, options: dict[str, Any], *, termination_notice_secs
     return RemoteController(program.name, job, run_dir, tls)
 
 
-def attach(run_id: str, run_dir: str | None = None) -> RemoteController:
-    """The controller of detached run `run_id` (`controller.run_id` of its launch), from any
-    process of the user who launched it.
+def attach(folder: str) -> RemoteController:
+    """The controller of the detached run whose record is `folder` (lp.attach finds it).
 
-    Args:
-      run_id: the run's id.
-      run_dir: the `lp.SlurmSettings(run_dir=...)` of its launch (default ~/.launchpad).
     Raises:
-      LaunchError: there is no such run of this user (its record is named).
+      LaunchError: the run is not a detached Slurm run.
     """
-    root = os.path.join(run_dir or slurm.SlurmSettings().run_dir,
-                        f"launchpad-runs-{os.geteuid()}")
-    folder = os.path.join(root, run_id)
-    if os.sep in run_id or not os.path.isdir(folder):
-        known = sorted(os.listdir(root)) if os.path.isdir(root) else []
-        raise errors.LaunchError(f"No run {run_id!r} of this user under {root}; runs there: "
-                                 f"{', '.join(known) or 'none'}")
     try:
         job_id = private_files.read_private(os.path.join(folder, "job")).decode()
         launch_spec = pickle.loads(private_files.read_private(
             os.path.join(folder, "launch.spec")))
     except FileNotFoundError as e:
-        raise errors.LaunchError(f"Run {run_id!r} is not a detached run ({e})") from e
-    program_name = run_id.rsplit("-", 3)[0]
-    return RemoteController(program_name, slurm.SlurmJob(job_id, [], running=True), folder,
-                            launch_spec.tls)
+        raise errors.LaunchError(f"Run {os.path.basename(folder)!r} is not a detached run "
+                                 f"({e})") from e
+    return RemoteController(run_records.program_name_of(os.path.basename(folder)),
+                            slurm.SlurmJob(job_id, [], running=True), folder, launch_spec.tls)
 
 
 def run_controller(path: str) -> int:
@@ -107,7 +97,7 @@ def run_controller(path: str) -> int:
     launch_spec = pickle.loads(private_files.read_private(path))
     program: Program = cloudpickle.loads(launch_spec.program)
     options = launch_spec.options
-    settings = options["slurm"]
+    settings = options["slurm"] or slurm.SlurmSettings()
     needs = resources_lib.per_group(list(program.groups), program.name, options["resources"])
     controller = Controller(
         program, termination_notice_secs=launch_spec.termination_notice_secs,

@@ -8,8 +8,9 @@ is said here.
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Sequence
+
+from launchpad.launch import run_records
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,8 +38,7 @@ class SlurmSettings:
     time_limit: int | str | None = None
     stop_before_end_secs: int = 60
     sbatch_args: Sequence[str] = ()
-    run_dir: str = dataclasses.field(
-        default_factory=lambda: os.path.join(os.path.expanduser("~"), ".launchpad"))
+    run_dir: str = run_records.DEFAULT_RUN_DIR
     controller_host: str | None = None
 
     def __post_init__(self):

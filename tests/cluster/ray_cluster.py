@@ -170,14 +170,21 @@ class RayCluster:
         return set(self.node_addresses) <= set(self.alive_nodes())
 
     def alive_nodes(self) -> list[str]:
-        """The addresses of the nodes the head counts alive (asked by a separate driver, so
-        that this process's own Ray connection is the launches')."""
+        """The addresses of the nodes the head counts alive."""
+        return self._ask("[n['NodeManagerAddress'] for n in ray.nodes() if n['Alive']]") or []
+
+    def named_actors(self) -> list[dict]:
+        """The named actors alive in the cluster, in every namespace."""
+        return self._ask("ray.util.list_named_actors(all_namespaces=True)")
+
+    def _ask(self, expression: str):
+        """`expression`'s value (JSON), computed by a driver of its own, so that this
+        process's own Ray connection stays the launches'; None if the cluster cannot tell."""
         script = (f"import json, ray; ray.init(address={self.address!r}, "
-                  "log_to_driver=False, logging_level='error'); print(json.dumps("
-                  "[n['NodeManagerAddress'] for n in ray.nodes() if n['Alive']]))")
+                  f"log_to_driver=False, logging_level='error'); print(json.dumps({expression}))")
         result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                                 timeout=60, stdin=subprocess.DEVNULL,
                                 env={**os.environ, **self._auth})
         if result.returncode != 0:
-            return []
+            return None
         return json.loads(result.stdout.strip().splitlines()[-1])

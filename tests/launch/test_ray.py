@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 
 import pytest
 
 import launchpad as lp
-from launchpad.launch import ray_launcher
+from launchpad.launch import ray_launcher, run_records
+from tests.launch import helpers
 from tests.launch.helpers import TIMEOUT
+from tests.processes import ROOT
 
 
 class Server:
@@ -194,3 +198,81 @@ def test_bad_ray_settings_are_named():
         lp.RaySettings(placement={"actor": "DIAGONAL"})
     with pytest.raises(TypeError, match="runtime_env must be a dict"):
         lp.RaySettings(runtime_env="pip")
+
+
+_LAUNCH_AND_LEAVE = """
+import sys
+import launchpad as lp
+from tests.launch.helpers import BoxClient
+
+def work(box):
+    box.put("running")
+    lp.wait_for_stop()
+
+program = lp.Program("left-running")
+program.add_node(lp.PyNode(work, BoxClient(sys.argv[1])), label="worker")
+controller = lp.launch(program, launch_type="ray", detach=True)
+print(controller.run_id, flush=True)
+"""
+
+
+def _launch_and_leave(box_address: str) -> str:
+    """Launches a detached program from a process of its own, which then exits; its run id."""
+    launched = subprocess.run([sys.executable, "-c", _LAUNCH_AND_LEAVE, box_address],
+                              capture_output=True, text=True, timeout=TIMEOUT, check=True,
+                              cwd=ROOT)
+    return launched.stdout.split()[-1]
+
+
+@pytest.fixture
+def on_the_cluster(ray_cluster, monkeypatch, tmp_path):
+    """This process and its children reach the test cluster; runs are recorded in tmp_path."""
+    for name, value in ray_cluster.env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("HOME", str(tmp_path))  # ~/.launchpad, where runs are recorded
+    monkeypatch.setattr(run_records, "DEFAULT_RUN_DIR", str(tmp_path / ".launchpad"))
+    monkeypatch.setattr(helpers, "BOX_HOST", ray_cluster.network.gateway)
+    return ray_cluster
+
+
+def test_a_detached_program_outlives_its_launcher_and_another_process_attaches_and_stops_it(
+        on_the_cluster, no_leaked_threads, no_leaked_processes, box):
+    running = box()
+    run_id = _launch_and_leave(running.address)
+    assert running.get() == "running"  # the launcher has gone; its program runs on
+    with pytest.raises(lp.LaunchError, match="No run 'no-such-run'"):
+        lp.attach("no-such-run")
+    controller = lp.attach(run_id)
+    assert controller.program_name == "left-running"
+    assert controller.exit_codes() == {"worker/0": None}  # asked of the running controller
+    assert not controller.wait(timeout=0.5)
+    controller.stop()
+    assert controller.wait(TIMEOUT)
+    assert controller.exit_codes() == {"worker/0": 0}
+    assert on_the_cluster.named_actors() == []  # the controller's actor is gone too
+
+
+def _fail() -> None:
+    raise RuntimeError("detached and broken")
+
+
+def test_a_node_failing_in_a_detached_program_is_named_with_its_traceback(
+        on_the_cluster, no_leaked_threads, no_leaked_processes):
+    program = lp.Program("broken")
+    program.add_node(lp.PyNode(_fail), label="worker")
+    controller = lp.launch(program, launch_type="ray", detach=True)
+    with pytest.raises(lp.NodeFailedError, match="detached and broken") as failed:
+        controller.wait(TIMEOUT)
+    assert failed.value.node == "worker/0" and "_fail" in failed.value.node_traceback
+    assert on_the_cluster.named_actors() == []
+
+
+def test_killing_a_detached_program_ends_its_controller_and_nodes(
+        on_the_cluster, no_leaked_threads, no_leaked_processes):
+    program = lp.Program("doomed")
+    program.add_node(lp.PyNode(_run_forever), label="worker")
+    controller = lp.launch(program, launch_type="ray", detach=True)
+    assert controller.exit_codes() == {"worker/0": None}
+    controller.kill()
+    assert controller.wait(TIMEOUT) and controller.stop_reason.startswith("killed")
+    assert on_the_cluster.named_actors() == []  # and no_leaked_processes: the nodes' too
