@@ -17,7 +17,12 @@ Launches compared in the same run:
 * `local_mt`: every node a thread of this process (the floor);
 * `local_mp`: every node a fork of the launch's fork server (the default);
 * `local_mp_fresh`: every node a fresh interpreter (what a group with its own `interpreter`
-  gets), the baseline the fork server is there to beat.
+  gets), the baseline the fork server is there to beat;
+* `ray`: every node a Ray actor (launch_type="ray"), on a Ray this benchmark starts on this
+  machine (`ray.init(address="local")`) and shares with
+* `ray_actors`: bare Ray actors doing what the nodes do - created, then pinged, all at once;
+  then killed, stopped when every actor's process has ended - what Ray itself costs, the
+  baseline `ray` is compared with (`ray_vs_bare_actors`: ready_s and stop_s ratios; aim 1.2).
 
 Reference, measured on this kind of machine (2 cores) for DeepMind Launchpad 0.5.2, local_mp
 with output_to_files: 10 nodes ready in ~2.3 s; 100 nodes ready in ~26 s with ~9 GB resident.
@@ -28,14 +33,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
+import select
 import statistics
 import sys
 import time
 
 import launchpad as lp
 
-_KINDS = ("local_mt", "local_mp", "local_mp_fresh")
+_KINDS = ("local_mt", "local_mp", "local_mp_fresh", "ray_actors", "ray")
 
 
 class Pong:
@@ -59,12 +66,56 @@ def _memory_mb(pids: list[int]) -> tuple[float, float]:
     return round(pss / 1024, 1), round(rss / 1024, 1)
 
 
+class _BareActor:
+    def ping(self) -> tuple[str, int]:
+        return "pong", os.getpid()
+
+
+def _wait_gone(pids: list[int], timeout: float) -> None:
+    """Waits for the processes `pids` to end (pidfds: an event), up to `timeout` s."""
+    fds = []
+    for pid in pids:
+        try:
+            fds.append(os.pidfd_open(pid))
+        except OSError:
+            pass  # gone already
+    deadline = time.monotonic() + timeout
+    try:
+        while fds and time.monotonic() < deadline:
+            for fd in select.select(fds, [], [], deadline - time.monotonic())[0]:
+                fds.remove(fd)
+                os.close(fd)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _measure_bare_actors(size: int) -> dict:
+    import ray
+    remote = ray.remote(_BareActor).options(num_cpus=0, max_concurrency=2)
+    started = time.perf_counter()
+    actors = [remote.remote() for _ in range(size)]
+    answers = ray.get([a.ping.remote() for a in actors], timeout=120)
+    assert all(answer == "pong" for answer, _ in answers)
+    ready = time.perf_counter() - started
+    pss, rss = _memory_mb([pid for _, pid in answers])
+    stopping = time.perf_counter()
+    for actor in actors:
+        ray.kill(actor)
+    _wait_gone([pid for _, pid in answers], 120)
+    stop = time.perf_counter() - stopping
+    return {"ready_s": round(ready, 3), "stop_s": round(stop, 3), "pss_mb": pss,
+            "rss_mb": rss}
+
+
 def _measure(kind: str, size: int) -> dict:
+    if kind == "ray_actors":
+        return _measure_bare_actors(size)
     program = lp.Program(f"bench_{kind}_{size}")
     with program.group("pong"):
         handles = [program.add_node(lp.CourierNode(Pong)) for _ in range(size)]
-    options: dict = {"launch_type": "local_mt" if kind == "local_mt" else "local_mp",
-                     "termination_notice_secs": 10}
+    launch_type = {"local_mt": "local_mt", "ray": "ray"}.get(kind, "local_mp")
+    options: dict = {"launch_type": launch_type, "termination_notice_secs": 10}
     if kind == "local_mp_fresh":
         options["local_resources"] = {"pong": lp.PythonProcess(interpreter=sys.executable)}
     started = time.perf_counter()
@@ -73,7 +124,8 @@ def _measure(kind: str, size: int) -> dict:
     futures = [c.futures.ping() for c in clients]
     assert all(f.result(timeout=120) == "pong" for f in futures)
     ready = time.perf_counter() - started
-    pss, rss = _memory_mb(list(controller.pids().values()))
+    pids = controller.node_pids() if kind == "ray" else controller.pids()
+    pss, rss = _memory_mb(list(pids.values()))
     for client in clients:
         client.close()
     stopping = time.perf_counter()
@@ -96,11 +148,25 @@ def main(argv: list[str] | None = None) -> None:
     sizes = [int(s) for s in args.sizes.split(",")]
     kinds = args.kinds.split(",")
     report: dict = {"machine": {"python": platform.python_version(),
-                                "cpus": __import__("os").cpu_count()}, "results": {}}
+                                "cpus": os.cpu_count()}, "results": {}}
+    on_ray = any(kind.startswith("ray") for kind in kinds)
+    if on_ray:  # one Ray for both, started here: the launches join this process's connection
+        import ray
+        ray.init(address="local", include_dashboard=False, logging_level="error",
+                 log_to_driver=False)  # stdout is the JSON report
+    try:
+        _run_all(sizes, kinds, args.rounds, report)
+    finally:
+        if on_ray:
+            ray.shutdown()
+    print(json.dumps(report, indent=2))
+
+
+def _run_all(sizes: list[int], kinds: list[str], rounds: int, report: dict) -> None:
     for size in sizes:
         for kind in kinds:
             runs = []
-            for _ in range(args.rounds):
+            for _ in range(rounds):
                 print(f"{kind} x{size} ...", file=sys.stderr, flush=True)
                 runs.append(_measure(kind, size))
             report["results"].setdefault(str(size), {})[kind] = {
@@ -113,7 +179,14 @@ def main(argv: list[str] | None = None) -> None:
         fresh = report["results"]["100"].get("local_mp_fresh")
         if fresh:
             report["fork_server_speedup_100"] = round(fresh["ready_s"] / largest["ready_s"], 2)
-    print(json.dumps(report, indent=2))
+    ratios = {}
+    for size, results in report["results"].items():
+        if "ray" in results and "ray_actors" in results:
+            ray_run, bare = results["ray"], results["ray_actors"]
+            ratios[size] = {key: round(ray_run[key] / bare[key], 2)
+                            for key in ("ready_s", "stop_s") if bare[key]}
+    if ratios:
+        report["ray_vs_bare_actors"] = ratios
 
 
 if __name__ == "__main__":
