@@ -153,7 +153,7 @@ def test_a_joined_cluster_and_the_users_own_connection_are_left_as_they_were(
 
 def test_a_ray_started_for_the_launch_is_stopped_with_it(monkeypatch, no_leaked_threads,
                                                          no_leaked_processes, box):
-    import ray
+    ray = pytest.importorskip("ray", reason="Ray is not installed (the `ray` extra)")
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     results = box()
     program = lp.Program("own")
