@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import time
 from typing import Any
 
@@ -77,8 +78,9 @@ class Api:
         """
         kubernetes = _client()
         configuration = kubernetes.client.Configuration()
-        try:
-            kubernetes.config.load_kube_config(client_configuration=configuration)
+        try:  # $KUBECONFIG read now (the client reads it once, when it is imported)
+            kubernetes.config.load_kube_config(config_file=os.environ.get("KUBECONFIG"),
+                                               client_configuration=configuration)
         except (kubernetes.config.ConfigException, OSError) as e:
             try:
                 kubernetes.config.load_incluster_config(client_configuration=configuration)

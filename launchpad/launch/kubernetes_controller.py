@@ -79,6 +79,10 @@ class PodWorker:
         self._timer.daemon = True
         self._timer.start()
 
+    def _disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
     def _not_started(self, attempt: int) -> None:
         with self._lock:
             if self._instance is not None or self.attempt != attempt or self._ended.is_set():
@@ -94,8 +98,7 @@ class PodWorker:
                 self._early, self._early_end = instance, None
                 return
             self._instance = instance
-            if self._timer is not None:
-                self._timer.cancel()
+            self._disarm()
 
     def run_reported(self, instance: str, finished: bool) -> None:
         """The node's run `instance` reported how it ended (supervisor.py)."""
@@ -114,6 +117,7 @@ class PodWorker:
                 return
             self.returncode, self._how = returncode, how
             self._ended.set()
+            self._disarm()
         self._on_end(self)
 
     def describe_end(self) -> str:
@@ -133,6 +137,7 @@ class PodWorker:
                 return
             self.returncode, self._how = None, "given up by its controller"
             self._ended.set()
+            self._disarm()
 
     def restart(self) -> None:
         """Waits for the pod Kubernetes runs again (its Job's backoffLimit allows it)."""

@@ -216,7 +216,12 @@ def _wait_for_controller(node_spec: spec.NodeSpec) -> None:
             control.client_for(node_spec.controller_address, node_spec.token,
                                node_spec.tls).ping(timeout=max(1.0, pause))
             return
-        except Exception:  # noqa: BLE001 - not up yet: asked again until the deadline
+        except Exception as e:  # noqa: BLE001 - not up yet: asked again until the deadline
+            if pause == 0.1:  # said once, so that the pod's log tells why it idles
+                print(f"launchpad: node {node_spec.name}: waiting up to "
+                      f"{node_spec.controller_wait_secs:g}s for its controller at "
+                      f"{node_spec.controller_address} ({type(e).__name__}: {e})",
+                      file=sys.stderr, flush=True)
             time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
             pause = min(pause * 2, 2.0)
 

@@ -51,7 +51,7 @@ class FakeKubernetesApi:
         self._changed = threading.Condition()
         self.watches = 0  # watches opened so far (a test waits for one with wait_for_watch)
         self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self._server.daemon_threads = True
+        self._server.daemon_threads = False  # server_close() joins every request's thread
         self._closed = False
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
 
@@ -223,7 +223,7 @@ def _status(code: int, reason: str, message: str) -> dict[str, Any]:
 
 def _handler(api: FakeKubernetesApi) -> type[http.server.BaseHTTPRequestHandler]:
     class Handler(http.server.BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.0"  # each response ends with its connection (streams too)
+        protocol_version = "HTTP/1.1"  # watches stream chunks, as the real API's do
 
         def log_message(self, *args: Any) -> None:  # quiet
             pass
@@ -244,16 +244,24 @@ def _handler(api: FakeKubernetesApi) -> type[http.server.BaseHTTPRequestHandler]
             self.send_header("Content-Type", "text/plain" if isinstance(payload, str)
                              else "application/json")
             self.send_header("Content-Length", str(len(data)))
+            self.send_header("Connection", "close")  # no idle connection holds a thread
             self.end_headers()
             self.wfile.write(data)
 
         def _stream(self, events) -> None:
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.send_header("Connection", "close")
             self.end_headers()
-            self.wfile.flush()
-            for event in events:
-                self.wfile.write(json.dumps(event).encode() + b"\n")
+            try:
                 self.wfile.flush()
+                for event in events:
+                    line = json.dumps(event).encode() + b"\n"
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
+                    self.wfile.flush()
+                self.wfile.write(b"0\r\n\r\n")
+            except (BrokenPipeError, ConnectionResetError):
+                events.close()  # the client has what it watched for, and went
 
     return Handler

@@ -73,11 +73,15 @@ class LocalCluster:
     Args:
       objects: the launch's objects.
       folder: where the pods' volumes and logs are kept.
+      held: names of Jobs whose pods start only once `release`d (until then their Services'
+        names do not resolve, as a headless Service's while it has no pod).
     """
 
-    def __init__(self, objects: list[dict[str, Any]], folder: str):
+    def __init__(self, objects: list[dict[str, Any]], folder: str,
+                 held: tuple[str, ...] = ()):
         self._objects = objects
         self._folder = folder
+        self._held = {name: threading.Event() for name in held}
         self._jobs = objects_of(objects, "Job")
         self._network = HostNetwork(len(self._jobs))
         self._made_parents: list[str] = []
@@ -88,7 +92,7 @@ class LocalCluster:
         try:
             for job, host in zip(self._jobs, self._network.hosts, strict=True):
                 self.jobs[job["metadata"]["name"]] = JobRun(job["metadata"]["name"], host)
-            self._write_hosts_files()
+            self._write_hosts_files([n for n in self.jobs if n not in self._held])
             self._make_mount_parents()
         except BaseException:
             self._network.stop()
@@ -111,15 +115,23 @@ class LocalCluster:
                 os.makedirs(parent)
                 self._made_parents.append(parent)
 
-    def _write_hosts_files(self) -> None:
+    def release(self, job_name: str) -> None:
+        """Starts the pods of a held Job (its Services' names resolve from now on)."""
+        self._write_hosts_files([job_name])
+        self._held[job_name].set()
+
+    def _write_hosts_files(self, job_names: list[str]) -> None:
+        """Adds the names of the Services that select the pods of `job_names`."""
         lines = []
         for service in objects_of(self._objects, "Service"):
             selector = service["spec"]["selector"]
             chosen = [name for name, job in zip(self.jobs, self._jobs, strict=True)
                       if selector.items() <= job["spec"]["template"]["metadata"]["labels"].items()]
             assert len(chosen) == 1, f"Service {service['metadata']['name']} selects {chosen}"
-            lines.append(f"{self.jobs[chosen[0]].host.address} {service['metadata']['name']}."
-                         f"{service['metadata']['namespace']}.svc")
+            if chosen[0] in job_names:
+                lines.append(f"{self.jobs[chosen[0]].host.address} "
+                             f"{service['metadata']['name']}.{service['metadata']['namespace']}"
+                             ".svc")
         for host in self._network.hosts:
             with open(f"/etc/netns/{host.name}/hosts", "a") as f:
                 f.write("\n".join(lines) + "\n")
@@ -159,6 +171,9 @@ class LocalCluster:
 
     def _run_job(self, job: dict[str, Any], deadline: float) -> None:
         record = self.jobs[job["metadata"]["name"]]
+        held = self._held.get(record.name)
+        if held is not None and not held.wait(max(0.0, deadline - time.monotonic())):
+            return
         for attempt in range(job["spec"]["backoffLimit"] + 1):
             run = self._run_pod(job, record, attempt, deadline)
             record.runs.append(run)
@@ -198,7 +213,7 @@ class LocalCluster:
             return PodRun(returncode, log.read())
 
     def _make_volume(self, volume: dict[str, Any], folder: str) -> str:
-        """The volume's files, laid out as the kubelet lays them out; the folder to mount."""
+        """The files of a pod's Secret or ConfigMap volume; the folder to mount."""
         if "secret" in volume:
             source = volume["secret"]
             (obj,) = [s for s in objects_of(self._objects, "Secret")
@@ -210,15 +225,23 @@ class LocalCluster:
                       if c["metadata"]["name"] == source["name"]]
             data = {k: base64.b64decode(v) for k, v in obj["binaryData"].items()}
         items = source.get("items") or [{"key": k, "path": k} for k in data]
-        stamp = "..2026_01_01_00_00_00.000000001"
-        os.makedirs(os.path.join(folder, stamp))
-        for item in items:
-            path = os.path.join(folder, stamp, item["path"])
-            with open(os.open(path, os.O_WRONLY | os.O_CREAT, source["defaultMode"]), "wb") as f:
-                f.write(data[item["key"]])
-            os.symlink(os.path.join("..data", item["path"]), os.path.join(folder, item["path"]))
-        os.symlink(stamp, os.path.join(folder, "..data"))
-        return folder
+        return make_volume(folder, {i["path"]: data[i["key"]] for i in items},
+                           source["defaultMode"])
+
+
+def make_volume(folder: str, files: dict[str, bytes], mode: int) -> str:
+    """`files` laid out in `folder` as the kubelet lays out a volume's: each a file of `mode`
+    in a timestamped folder, reached through `<path> -> ..data/<path>` and
+    `..data -> ..<timestamp>`; returns `folder`."""
+    stamp = "..2026_01_01_00_00_00.000000001"
+    os.makedirs(os.path.join(folder, stamp))
+    for path, data in files.items():
+        with open(os.open(os.path.join(folder, stamp, path), os.O_WRONLY | os.O_CREAT, mode),
+                  "wb") as f:
+            f.write(data)
+        os.symlink(os.path.join("..data", path), os.path.join(folder, path))
+    os.symlink(stamp, os.path.join(folder, "..data"))
+    return folder
 
 
 def unavailable() -> str | None:

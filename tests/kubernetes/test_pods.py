@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from launchpad.launch import kubernetes_manifests
+from launchpad.launch import kubernetes_manifests, runner
 from launchpad.launch.kubernetes_controller import OUTCOME_PREFIX
 from launchpad.launch.kubernetes_settings import KubernetesSettings
 from tests.kubernetes import pods, programs
@@ -109,3 +109,54 @@ def test_deleting_a_pod_stops_the_program_gracefully(tmp_path):
         outcome["stop_reason"]), report
     assert outcome["failed_node"] is None, report
     assert [job.runs[-1].returncode for job in cluster.jobs.values()] == [0, 0, 0], report
+
+
+def test_nodes_started_before_their_controller_wait_for_it(tmp_path):
+    """Kubernetes starts pods in no order: a node whose controller's pod is not up yet (its
+    Service's name does not even resolve) waits for it, saying so, instead of failing."""
+    objects = _manifests(programs.adder_and_client())
+    controller_job = next(o["metadata"]["name"] for o in objects
+                          if o["metadata"]["name"].endswith("-controller"))
+    with pods.LocalCluster(objects, str(tmp_path), held=(controller_job,)) as cluster:
+        controller, nodes = _by_role(cluster)
+        ran = threading.Thread(target=cluster.run, args=(TIMEOUT,))
+        ran.start()
+        try:
+            for node in ("adder/0", "client/0"):
+                assert cluster.wait_for_log(
+                    nodes[node], f"launchpad: node {node}: waiting up to 600s for its "
+                                 "controller", TIMEOUT), cluster.logs()
+        finally:
+            cluster.release(controller_job)
+            ran.join()
+    report = cluster.logs()
+    assert [run.returncode for run in controller.runs] == [0], report
+    assert "client got 5 from the adder" in nodes["client/0"].log, report
+
+
+def test_a_pod_that_never_starts_fails_its_node_named(tmp_path):
+    """A pod pending for ever (no node has what it asks for, its image cannot be pulled) fails
+    its node once startup_timeout_secs have passed; started late after all, it finds its
+    program gone and ends by itself."""
+    settings = KubernetesSettings(image="launchpad:test", namespace="lp-test",
+                                  startup_timeout_secs=2)
+    objects = kubernetes_manifests.kubernetes_manifests(
+        programs.adder_and_client(), settings=settings, termination_notice_secs=1)
+    client_job = next(o["metadata"]["name"] for o in objects
+                      if o["metadata"]["name"].endswith("-client-0"))
+    with pods.LocalCluster(objects, str(tmp_path), held=(client_job,)) as cluster:
+        controller, nodes = _by_role(cluster)
+        ran = threading.Thread(target=cluster.run, args=(TIMEOUT,))
+        ran.start()
+        try:
+            assert cluster.wait_for_log(controller, OUTCOME_PREFIX, TIMEOUT), cluster.logs()
+        finally:
+            cluster.release(client_job)
+            ran.join()
+    report = cluster.logs()
+    assert [run.returncode for run in controller.runs] == [1], report
+    outcome = _outcome(controller)
+    assert outcome["failed_node"] == "client/0"
+    assert "its pod did not start within 2s" in outcome["reason"]
+    assert nodes["client/0"].runs[0].returncode == runner.EXIT_ORPHANED, report
+    assert "cannot reach its controller" in nodes["client/0"].log, report

@@ -1,0 +1,168 @@
+"""The launcher against an in-memory Kubernetes API (tests/kubernetes/fake_api.py), through the
+official client configured from a kubeconfig: what it creates, how it follows the
+controller's Job (a watch) and reads the outcome from its pod's log, and that stop() deletes
+every object of the launch, by its label, and nothing of another launch."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+
+import kubernetes_validate
+import pytest
+
+import launchpad as lp
+from launchpad.launch import errors, kubernetes
+from launchpad.launch.kubernetes_controller import OUTCOME_PREFIX
+from launchpad.launch.kubernetes_manifests import LAUNCH_LABEL
+from launchpad.launch.kubernetes_settings import KubernetesSettings
+from tests.kubernetes import programs
+from tests.kubernetes.fake_api import FakeKubernetesApi
+
+NAMESPACE = "lp-test"
+SETTINGS = KubernetesSettings(image="registry.example/app:1", namespace=NAMESPACE)
+CREATED = ["secrets", "configmaps", "services", "services", "services", "jobs", "jobs", "jobs"]
+
+pytestmark = pytest.mark.usefixtures("no_leaked_threads")
+
+
+@pytest.fixture
+def api(tmp_path, monkeypatch):
+    """The fake API, and a kubeconfig whose current context points at it."""
+    with FakeKubernetesApi() as fake:
+        config = tmp_path / "kubeconfig"
+        config.write_text(f"""apiVersion: v1
+kind: Config
+clusters: [{{name: fake, cluster: {{server: "{fake.url}"}}}}]
+users: [{{name: me, user: {{token: not-a-real-token}}}}]
+contexts: [{{name: fake, context: {{cluster: fake, user: me}}}}]
+current-context: fake
+""")
+        monkeypatch.setenv("KUBECONFIG", str(config))
+        yield fake
+
+
+def _launch(program=None, **options) -> kubernetes.KubernetesController:
+    return kubernetes.launch(program or programs.adder_and_client(),
+                             {"resources": None, "kubernetes": SETTINGS, **options},
+                             termination_notice_secs=2, liveness_timeout_secs=10, tls=None)
+
+
+def _finish(api: FakeKubernetesApi, controller: kubernetes.KubernetesController,
+            outcome: dict, condition: str = "Complete") -> None:
+    """Plays the cluster: once the launcher watches, the controller's pod prints `outcome`
+    and its Job gets `condition`."""
+    job = f"lp-{controller.run_id}-controller"
+    assert api.wait_for_watch(1, 10), "the launcher never watched the controller's Job"
+    api.add_pod(NAMESPACE, f"{job}-x7k2p", job,
+                f"some output\n{OUTCOME_PREFIX}{json.dumps(outcome)}\n")
+    api.set_status("jobs", NAMESPACE, job,
+                   {"conditions": [{"type": condition, "status": "True"}]})
+
+
+def _outcome(**changes) -> dict:
+    return {"program": "adder_client", "failed_node": None, "reason": "", "traceback": "",
+            "stop_reason": "", "exit_codes": {"adder/0": 0, "client/0": 0}, "restarts": {},
+            **changes}
+
+
+def test_launch_creates_the_objects_in_order_as_built_and_valid(api):
+    controller = _launch()
+    posts = [r for r in api.requests if r.method == "POST"]
+    assert [r.path.rsplit("/", 1)[1] for r in posts] == CREATED
+    assert all(f"/namespaces/{NAMESPACE}/" in r.path for r in posts)
+    for request in posts:  # what reached the API, after the client's own handling
+        kubernetes_validate.validate(request.body, "1.33", strict=True)
+        assert request.body["metadata"]["labels"][LAUNCH_LABEL] == controller.run_id
+    token = api.of_kind("secrets")[0]["data"]["token"]
+    assert all(token not in json.dumps(r.body) for r in posts[1:])
+    controller.stop()
+
+
+def test_wait_follows_the_controllers_job_and_reads_the_outcome(api):
+    controller = _launch()
+    assert controller.wait(timeout=1) is False  # still running: the watch ends, False
+    player = threading.Thread(target=_finish, args=(api, controller, _outcome(
+        restarts={"client/0": 1})))
+    player.start()
+    assert controller.wait(timeout=30) is True
+    player.join()
+    watches = [r for r in api.requests if r.query.get("watch", "").lower() == "true"]
+    assert watches and all(r.query["fieldSelector"] == f"metadata.name=lp-{controller.run_id}"
+                           "-controller" for r in watches)
+    assert controller.exit_codes() == {"adder/0": 0, "client/0": 0}
+    assert controller.restarts() == {"client/0": 1}
+    controller.stop()
+
+
+def test_a_failed_node_is_raised_named_with_its_traceback(api):
+    controller = _launch(programs.adder_and_failing())
+    player = threading.Thread(target=_finish, args=(api, controller, _outcome(
+        program="failing", failed_node="bad/0", reason="RuntimeError: boom",
+        traceback="Traceback...\nRuntimeError: boom\n"), "Failed"))
+    player.start()
+    with pytest.raises(lp.NodeFailedError) as raised:
+        controller.wait(timeout=30)
+    player.join()
+    assert raised.value.node == "bad/0" and raised.value.reason == "RuntimeError: boom"
+    assert "Traceback of node bad/0" in str(raised.value)
+    controller.stop()
+
+
+def test_stop_deletes_everything_of_the_launch_by_label_and_nothing_else(api):
+    kept = _launch()
+    controller = _launch()
+    job = f"lp-{controller.run_id}-controller"
+    api.add_pod(NAMESPACE, f"{job}-abcde", job, "")
+    with controller:  # __exit__: stop(), then wait()
+        pass
+    deletes = [r for r in api.requests if r.method == "DELETE"]
+    assert sorted(r.path.rsplit("/", 1)[1] for r in deletes) == [
+        "configmaps", "jobs", "secrets", "services"]
+    for request in deletes:
+        assert request.query["labelSelector"] == f"{LAUNCH_LABEL}={controller.run_id}"
+        assert request.query["propagationPolicy"] == "Foreground"
+    left = {obj["metadata"]["labels"][LAUNCH_LABEL] for obj in api.objects.values()}
+    assert left == {kept.run_id}  # its pod went with its Job; the other launch is whole
+    assert controller.stop_reason == "stopped: its Kubernetes objects were deleted"
+    kept.kill()
+    assert not api.objects
+    assert kept.wait(timeout=10) is True
+
+
+def test_a_refused_object_fails_the_launch_named_and_leaves_nothing(api):
+    api.refuse["jobs"] = (403, 'jobs is forbidden: exceeded quota "pods"')
+    with pytest.raises(kubernetes.KubernetesError) as raised:
+        _launch()
+    assert 'exceeded quota "pods"' in str(raised.value)
+    assert "Kubernetes refused Job lp-adder-client-" in str(raised.value)
+    assert not api.objects
+
+
+def test_attach_finds_a_launch_by_its_id_and_names_the_others(api):
+    controller = _launch()
+    attached = kubernetes.attach(controller.run_id, NAMESPACE)
+    assert attached.program_name == "adder_client"
+    with pytest.raises(errors.LaunchError) as raised:
+        kubernetes.attach("no-such-launch", NAMESPACE)
+    assert controller.run_id in str(raised.value)
+    attached.stop()
+    assert not api.objects
+
+
+def test_no_cluster_to_talk_to_is_named(tmp_path, monkeypatch):
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    with pytest.raises(errors.LaunchError) as raised:
+        _launch()
+    assert "no kubeconfig" in str(raised.value) and "not a pod" in str(raised.value)
+
+
+def test_validate_refuses_what_could_not_start():
+    with pytest.raises(TypeError, match="lp.KubernetesSettings"):
+        kubernetes.validate(kubernetes=None)
+    with pytest.raises(ValueError, match="is required"):
+        kubernetes.validate(kubernetes=KubernetesSettings())
+    kubernetes.validate(kubernetes=SETTINGS, resources=None)
+    assert os.environ.get("KUBECONFIG", "") != "unchanged"  # validate touches no cluster
