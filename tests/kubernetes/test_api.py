@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import threading
 
 import kubernetes_validate
@@ -19,6 +21,7 @@ from launchpad.launch.kubernetes_manifests import LAUNCH_LABEL
 from launchpad.launch.kubernetes_settings import KubernetesSettings
 from tests.kubernetes import programs
 from tests.kubernetes.fake_api import FakeKubernetesApi
+from tests.processes import ROOT
 
 NAMESPACE = "lp-test"
 SETTINGS = KubernetesSettings(image="registry.example/app:1", namespace=NAMESPACE)
@@ -166,3 +169,12 @@ def test_validate_refuses_what_could_not_start():
         kubernetes.validate(kubernetes=KubernetesSettings())
     kubernetes.validate(kubernetes=SETTINGS, resources=None)
     assert os.environ.get("KUBECONFIG", "") != "unchanged"  # validate touches no cluster
+
+
+def test_the_client_is_imported_only_when_a_launch_needs_it():
+    code = ("import sys, launchpad.cli, launchpad.launch.kubernetes, "
+            "launchpad.launch.kubernetes_controller; "
+            "assert 'kubernetes' not in sys.modules, 'imported'")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr

@@ -160,3 +160,19 @@ def test_a_pod_that_never_starts_fails_its_node_named(tmp_path):
     assert "its pod did not start within 2s" in outcome["reason"]
     assert nodes["client/0"].runs[0].returncode == runner.EXIT_ORPHANED, report
     assert "cannot reach its controller" in nodes["client/0"].log, report
+
+
+def test_an_example_runs_unchanged_in_pods(tmp_path):
+    """examples/consumer_producers, its program as `make_program` builds it: a consumer
+    fanning calls out to 4 producers, each in a pod of its own."""
+    from examples.consumer_producers.launch import make_program
+
+    with pods.LocalCluster(_manifests(make_program()), str(tmp_path)) as cluster:
+        cluster.run(TIMEOUT)
+        controller, nodes = _by_role(cluster)
+    report = cluster.logs()
+    assert "Consumer: 4 producers squared 0..3 -> [0, 1, 4, 9]; sum = 14" in (
+        nodes["consumer/0"].log), report
+    assert [run.returncode for run in controller.runs] == [0], report
+    assert _outcome(controller)["exit_codes"] == {
+        **{f"producer/{i}": 0 for i in range(4)}, "consumer/0": 0}
