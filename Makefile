@@ -11,8 +11,9 @@ VENV313 := .venv313
 VENV_ACME := .venv-acme
 PIP_FLAGS := --quiet --disable-pip-version-check
 # The main venv has the full stack (the `reverb` extra of pyproject.toml: TensorFlow 2.15,
-# Reverb 0.14, numpy < 2, protobuf 4.25; and the `ray` extra); the 3.13 venv has the core
-# only, on the newest grpcio/protobuf, so both ends of the supported range are tested.
+# Reverb 0.14, numpy < 2, protobuf 4.25; and the `ray` and `kubernetes` extras); the 3.13 venv
+# has the core only, on the newest grpcio/protobuf, so both ends of the supported range are
+# tested.
 
 .PHONY: demo test test-core313 test-acme system-packages lint bench clean
 
@@ -33,7 +34,7 @@ $(VENV)/.installed: pyproject.toml
 	@test -n "$(PY311)" || { echo "Python 3.11 not found (pyenv or python3.11)"; exit 1; }
 	test -x $(VENV)/bin/python || $(PY311) -m venv $(VENV)
 	$(VENV)/bin/pip install $(PIP_FLAGS) --upgrade pip
-	$(VENV)/bin/pip install $(PIP_FLAGS) -e '.[dev,reverb,ray]'
+	$(VENV)/bin/pip install $(PIP_FLAGS) -e '.[dev,reverb,ray,kubernetes]'
 	touch $@
 
 $(VENV313)/.installed: pyproject.toml

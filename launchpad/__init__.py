@@ -23,6 +23,9 @@ from launchpad.launch.errors import (
     ProgramStoppedError,
     UnknownNodeError,
 )
+from launchpad.launch.kubernetes import KubernetesError
+from launchpad.launch.kubernetes_manifests import kubernetes_manifests
+from launchpad.launch.kubernetes_settings import KubernetesSettings
 from launchpad.launch.launch import LaunchType, launch
 from launchpad.launch.process import PythonProcess
 from launchpad.launch.ray_settings import RaySettings
@@ -61,7 +64,8 @@ __all__ = [
     "courier", "batched_handler", "list_methods", "TLS",
     # Launch
     "launch", "LaunchType", "Controller", "PythonProcess", "DockerConfig", "Resources",
-    "SlurmSettings", "SlurmError", "RaySettings", "attach", "RemoteController",
+    "SlurmSettings", "SlurmError", "RaySettings", "KubernetesSettings", "KubernetesError",
+    "kubernetes_manifests", "attach", "RemoteController",
     "LaunchError", "NodeEndedError", "NodeFailedError", "NodeNotReadyError", "ProgramStoppedError",
     "UnknownNodeError",
     # Stop

@@ -1,16 +1,18 @@
 """`lp.attach(run_id)`: the controller of a detached run, from any process of its user.
 
 The run's record (run_records.py) says which cluster launcher made it: a detached Slurm run
-(slurm_detached.py) or a detached Ray run (ray_detached.py).
+(slurm_detached.py) or a detached Ray run (ray_detached.py). A Kubernetes run is found in the
+cluster itself, by its launch label, in the namespace given (kubernetes.py).
 """
 
 from __future__ import annotations
 
-from launchpad.launch import ray_detached, run_records, slurm_detached
+from launchpad.launch import kubernetes, ray_detached, run_records, slurm_detached
 
 
-def attach(run_id: str, run_dir: str | None = None
-           ) -> slurm_detached.RemoteController | ray_detached.RayRemoteController:
+def attach(run_id: str, run_dir: str | None = None, *, namespace: str | None = None
+           ) -> (slurm_detached.RemoteController | ray_detached.RayRemoteController
+                 | kubernetes.KubernetesController):
     """The controller of detached run `run_id` (`controller.run_id` of its launch): the same
     `wait()`, `stop()`, `kill()`, `exit_codes()` and `restarts()` as the launch returned.
 
@@ -18,10 +20,14 @@ def attach(run_id: str, run_dir: str | None = None
       run_id: the run's id.
       run_dir: the `lp.SlurmSettings(run_dir=...)` of a Slurm launch (default ~/.launchpad,
         where Ray runs are recorded too).
+      namespace: for a Kubernetes run: its namespace (the run is found in the cluster of
+        the kubeconfig, by its launch label).
     Raises:
       LaunchError: there is no such run of this user (the runs there are named), or it is
         not a detached run.
     """
+    if namespace is not None:
+        return kubernetes.attach(run_id, namespace)
     folder = run_records.find(run_id, run_dir)
     if ray_detached.is_ray_run(folder):
         return ray_detached.attach(folder)

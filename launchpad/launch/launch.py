@@ -28,10 +28,12 @@ from launchpad.launch import (
     test_mp,
     test_mt,
 )
+from launchpad.launch import kubernetes as kubernetes_launcher
 from launchpad.launch import resources as resources_lib
 from launchpad.launch import slurm as slurm_launcher
 from launchpad.launch.controller import Controller
 from launchpad.launch.errors import LaunchError
+from launchpad.launch.kubernetes_settings import KubernetesSettings
 from launchpad.launch.ray_settings import RaySettings
 from launchpad.launch.resources import Resources
 from launchpad.launch.slurm_settings import SlurmSettings
@@ -50,6 +52,7 @@ class LaunchType(str, enum.Enum):
     TEST_MULTI_PROCESSING = "test_mp"
     SLURM = "slurm"
     RAY = "ray"
+    KUBERNETES = "kubernetes"
 
 
 # Each launcher module has launch(program, controller, **options) and may have
@@ -61,12 +64,17 @@ _LAUNCHERS = {
     LaunchType.TEST_MULTI_PROCESSING: test_mp,
     LaunchType.SLURM: slurm_launcher,
     LaunchType.RAY: ray_launcher,
+    LaunchType.KUBERNETES: kubernetes_launcher,
 }
 
 
 # Launch types whose programs may outlive the launching process (detach=True): the module's
 # launch(program, options, ...) puts the controller in the cluster and returns its proxy.
-_DETACHED = {LaunchType.SLURM: slurm_detached, LaunchType.RAY: ray_detached}
+_DETACHED = {LaunchType.SLURM: slurm_detached, LaunchType.RAY: ray_detached,
+             LaunchType.KUBERNETES: kubernetes_launcher}
+# Launch types whose programs are always detached: the launching machine cannot be reached
+# from the cluster, so the controller always runs there.
+_ALWAYS_DETACHED = {LaunchType.KUBERNETES}
 
 _SLURM_FLAGS = {"partition": "partition", "account": "account", "qos": "QoS",
                 "time_limit": "time limit (minutes, or D-HH:MM:SS)"}
@@ -190,6 +198,7 @@ def launch(programs: Program | Sequence[Program],
            resources: dict[str, Resources] | None = None,
            slurm: SlurmSettings | None = None,
            ray: RaySettings | None = None,
+           kubernetes: KubernetesSettings | None = None,
            tls: TLS | bool | None = None,
            liveness_timeout_secs: float = 10.0,
            detach: bool = False) -> Controller | list[Controller]:
@@ -218,6 +227,9 @@ def launch(programs: Program | Sequence[Program],
       slurm: lp.SlurmSettings for launch_type="slurm" (partition, account, time limit, ...).
       ray: lp.RaySettings for launch_type="ray" (the cluster to join, runtime_env,
         placement of groups).
+      kubernetes: lp.KubernetesSettings for launch_type="kubernetes" (the image, required;
+        namespace, service account, ...). Kubernetes launches are always detached: the
+        controller runs in the cluster.
       tls: run every courier server and client of the program over TLS with mutual
         authentication: an lp.TLS, or True for certificates made for this launch (needs
         the `cryptography` package); the token stays required either way.
@@ -244,7 +256,9 @@ def launch(programs: Program | Sequence[Program],
                "resources": resources,
                "slurm": _slurm_settings(slurm) if launch_type is LaunchType.SLURM else slurm,
                "ray": _ray_settings(ray) if launch_type is LaunchType.RAY else ray,
+               "kubernetes": kubernetes,
                "bind_address": _flag_value("lp_bind_address")}
+    detach = detach or launch_type in _ALWAYS_DETACHED
     if detach and launch_type not in _DETACHED:
         raise ValueError(f"detach=True needs a cluster launch type "
                          f"({', '.join(t.value for t in _DETACHED)}), not "

@@ -47,9 +47,9 @@ current-context: fake
 
 
 def _launch(program=None, **options) -> kubernetes.KubernetesController:
-    return kubernetes.launch(program or programs.adder_and_client(),
-                             {"resources": None, "kubernetes": SETTINGS, **options},
-                             termination_notice_secs=2, liveness_timeout_secs=10, tls=None)
+    """lp.launch on the cluster of the kubeconfig: always detached, it returns at once."""
+    return lp.launch(program or programs.adder_and_client(), launch_type="kubernetes",
+                     kubernetes=SETTINGS, termination_notice_secs=2, **options)
 
 
 def _finish(api: FakeKubernetesApi, controller: kubernetes.KubernetesController,
@@ -145,10 +145,10 @@ def test_a_refused_object_fails_the_launch_named_and_leaves_nothing(api):
 
 def test_attach_finds_a_launch_by_its_id_and_names_the_others(api):
     controller = _launch()
-    attached = kubernetes.attach(controller.run_id, NAMESPACE)
+    attached = lp.attach(controller.run_id, namespace=NAMESPACE)
     assert attached.program_name == "adder_client"
     with pytest.raises(errors.LaunchError) as raised:
-        kubernetes.attach("no-such-launch", NAMESPACE)
+        lp.attach("no-such-launch", namespace=NAMESPACE)
     assert controller.run_id in str(raised.value)
     attached.stop()
     assert not api.objects
