@@ -40,6 +40,28 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     shutil.rmtree(_ray_auth_dir, ignore_errors=True)
 
 
+_ENGINES = {"slurm_cluster": "slurm", "ray_cluster": "ray"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by the marks
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Marks each test that runs a real engine with its name (`slurm`, `ray`, `kubernetes`),
+    so that `pytest -m "not ray"` leaves those out; `make test` runs them all. A test is
+    marked when it asks for an engine's cluster, runs under a launch type of that name (the
+    `launch` fixtures' parameters), or tests the Kubernetes launcher."""
+    for item in items:
+        engines = {engine for fixture, engine in _ENGINES.items()
+                   if fixture in getattr(item, "fixturenames", ())}
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None:
+            engines |= {v for v in callspec.params.values()
+                        if isinstance(v, str) and v in _ENGINES.values()}
+        if item.nodeid.startswith("tests/kubernetes/"):
+            engines.add("kubernetes")
+        for engine in sorted(engines):
+            item.add_marker(engine)
+
+
 def namespaces_unavailable() -> str | None:
     """Why simulated hosts (network namespaces) cannot be made here, or None if they can."""
     if os.geteuid() != 0:
