@@ -29,9 +29,9 @@ from launchpad.launch.kubernetes_settings import KubernetesSettings
 from launchpad.launch.launch import LaunchType, launch
 from launchpad.launch.process import PythonProcess
 from launchpad.launch.ray_settings import RaySettings
+from launchpad.launch.remote import RemoteController
 from launchpad.launch.resources import Resources
 from launchpad.launch.slurm import SlurmError
-from launchpad.launch.slurm_detached import RemoteController
 from launchpad.launch.slurm_settings import SlurmSettings
 from launchpad.nodes.base import Deferred, Handle, Node
 from launchpad.nodes.cacher import CacherNode, StaleDataError

@@ -8,11 +8,11 @@ cluster itself, by its launch label, in the namespace given (kubernetes.py).
 from __future__ import annotations
 
 from launchpad.launch import kubernetes, ray_detached, run_records, slurm_detached
+from launchpad.launch.remote import RemoteController
 
 
-def attach(run_id: str, run_dir: str | None = None, *, namespace: str | None = None
-           ) -> (slurm_detached.RemoteController | ray_detached.RayRemoteController
-                 | kubernetes.KubernetesController):
+def attach(run_id: str, run_dir: str | None = None, *,
+           namespace: str | None = None) -> RemoteController:
     """The controller of detached run `run_id` (`controller.run_id` of its launch): the same
     `wait()`, `stop()`, `kill()`, `exit_codes()` and `restarts()` as the launch returned.
 

@@ -28,6 +28,7 @@ from launchpad.courier.tls import TLS
 from launchpad.launch import errors, kubernetes_manifests
 from launchpad.launch.kubernetes_controller import OUTCOME_PREFIX
 from launchpad.launch.kubernetes_manifests import LAUNCH_LABEL, NAME_ANNOTATION, ROLE_LABEL
+from launchpad.launch.remote import RemoteController
 from launchpad.program import Program
 
 _WATCH_SECS = 60  # a watch is renewed this often (the server ends each one)
@@ -137,7 +138,7 @@ def attach(run_id: str, namespace: str = "default") -> KubernetesController:
     return KubernetesController(api, namespace, run_id, program_name)
 
 
-class KubernetesController:
+class KubernetesController(RemoteController):
     """The controller of a program running in a Kubernetes cluster: `wait()`, `stop()`,
     `kill()`, `stop_and_wait()`, `exit_codes()`, `restarts()` and `with`, as `lp.Controller`;
     `run_id` is the launch's id (the `launchpad.dev/launch` label of its objects)."""
@@ -280,17 +281,6 @@ class KubernetesController:
                 (job.status.failed or 0) - (_ended(job) == "Failed")
                 for job in jobs if job.status and job.status.failed}
 
-    def stop_and_wait(self) -> bool:
-        self.stop()
-        return self.wait()
-
-    def __enter__(self) -> KubernetesController:
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        self.stop()
-        if exc_type is None:
-            self.wait()
 
 
 def _ended(job: Any) -> str:

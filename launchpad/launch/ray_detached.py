@@ -38,6 +38,7 @@ from launchpad.courier.tls import TLS
 from launchpad.launch import errors, private_files, ray_connection, ray_launcher, run_records
 from launchpad.launch.controller import Controller
 from launchpad.launch.ray_settings import RaySettings
+from launchpad.launch.remote import RemoteController
 from launchpad.program import Program
 
 RECORD = "ray.run"
@@ -151,7 +152,7 @@ def attach(folder: str) -> RayRemoteController:
     return RayRemoteController(os.path.basename(folder), record)
 
 
-class RayRemoteController:
+class RayRemoteController(RemoteController):
     """The controller of a detached Ray program: the same `wait()`, `stop()`, `kill()`,
     `stop_and_wait()`, `exit_codes()`, `restarts()` and `with` as `lp.Controller`; `run_id`
     names the run for `lp.attach`."""
@@ -250,15 +251,3 @@ class RayRemoteController:
         if self.failure is not None:
             raise self.failure
         return True
-
-    def stop_and_wait(self) -> bool:
-        self.stop()
-        return self.wait()
-
-    def __enter__(self) -> RayRemoteController:
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        self.stop()
-        if exc_type is None:
-            self.wait()

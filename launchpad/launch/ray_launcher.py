@@ -194,13 +194,7 @@ def launch(program: Program, controller: Controller, *, resources: dict | None,
     for group, nodes in program.groups.items():
         node_settings = (local_resources or {}).get(group) or PythonProcess()
         for position, node in enumerate(nodes):
-            node_spec = spec.make_spec(
-                node, controller.launcher_context, node.label, node.index,
-                termination_notice_secs=controller.termination_notice_secs,
-                heartbeat_secs=spec.CLUSTER_HEARTBEAT_SECS,
-                liveness_timeout_secs=controller.liveness_timeout_secs,
-                bind_host=bind_address or spec.ROUTED, argv=node_settings.argv(),
-                env=node_settings.env)
+            node_spec = spec.make_cluster_spec(node, controller, node_settings, bind_address)
             options = actor_options({**ray_options(given.get(group)), **runtime_env,
                                      **placement.options(group, position)})
             worker = RayNodeWorker(

@@ -325,13 +325,8 @@ def start_nodes(program: Program, controller: Controller, job: SlurmJob,
     node_processes = []
     for node in program.get_all_nodes():
         node_settings = (local_resources or {}).get(node.label) or PythonProcess()
-        node_spec = spec.make_spec(
-            node, controller.launcher_context, node.label, node.index,
-            termination_notice_secs=controller.termination_notice_secs,
-            heartbeat_secs=spec.CLUSTER_HEARTBEAT_SECS,
-            liveness_timeout_secs=controller.liveness_timeout_secs,
-            bind_host=bind_address or spec.ROUTED, argv=node_settings.argv(),
-            env=node_settings.env, stop_signals=_stop_signals(settings))
+        node_spec = spec.make_cluster_spec(node, controller, node_settings, bind_address,
+                                           _stop_signals(settings))
         node_process = NodeProcess(
             node.name, spec.write_spec_file(node_spec, run_dir), node_settings,
             spawners[needs[node.label]], lambda name=node.name: term.open(name),

@@ -10,7 +10,7 @@
       the launch's spec (a private file) -> python -m launchpad.launch --control PATH:
       sbatch                                a Controller listening where the cluster's hosts
                                             reach it, starting a step per node (slurm.py)
-      RemoteController: stop() asks it   <- controller.address (a private file)
+      SlurmRemoteController: stop() asks   <- controller.address (a private file)
         wait() reads how it ended        <- outcome (a private file): failure, stop reason
                                             then the batch step ends, and with it the job
 
@@ -36,6 +36,7 @@ from launchpad.courier.tls import TLS
 from launchpad.launch import errors, private_files, run_records, slurm
 from launchpad.launch import resources as resources_lib
 from launchpad.launch.controller import Controller
+from launchpad.launch.remote import RemoteController
 from launchpad.program import Program
 
 _POLL_SECS = 0.2  # how often the run folder and the job's state are read (no event for them)
@@ -53,7 +54,7 @@ class _LaunchSpec:
 
 
 def launch(program: Program, options: dict[str, Any], *, termination_notice_secs: float,
-           liveness_timeout_secs: float, tls: TLS | None) -> RemoteController:
+           liveness_timeout_secs: float, tls: TLS | None) -> SlurmRemoteController:
     """Submits the job whose batch step is the program's controller."""
     settings = options["slurm"] or slurm.SlurmSettings()
     needs = resources_lib.per_group(list(program.groups), program.name, options["resources"])
@@ -72,10 +73,10 @@ def launch(program: Program, options: dict[str, Any], *, termination_notice_secs
                                 run_dir, [sys.executable, "-m", "launchpad.launch",
                                           "--control", path])
     private_files.write_private(os.path.join(run_dir, "job"), job.job_id.encode())
-    return RemoteController(program.name, job, run_dir, tls)
+    return SlurmRemoteController(program.name, job, run_dir, tls)
 
 
-def attach(folder: str) -> RemoteController:
+def attach(folder: str) -> SlurmRemoteController:
     """The controller of the detached run whose record is `folder` (lp.attach finds it).
 
     Raises:
@@ -88,7 +89,7 @@ def attach(folder: str) -> RemoteController:
     except FileNotFoundError as e:
         raise errors.LaunchError(f"Run {os.path.basename(folder)!r} is not a detached run "
                                  f"({e})") from e
-    return RemoteController(run_records.program_name_of(os.path.basename(folder)),
+    return SlurmRemoteController(run_records.program_name_of(os.path.basename(folder)),
                             slurm.SlurmJob(job_id, [], running=True), folder, launch_spec.tls)
 
 
@@ -122,7 +123,7 @@ def run_controller(path: str) -> int:
     return 0
 
 
-class RemoteController:
+class SlurmRemoteController(RemoteController):
     """The controller of a detached program, whose controller runs inside its Slurm job: the
     same `wait()`, `stop()`, `kill()`, `stop_and_wait()`, `exit_codes()`, `restarts()` and
     `with` as `lp.Controller`; `run_id` names the run for `lp.attach`."""
@@ -208,15 +209,3 @@ class RemoteController:
             if deadline is not None and time.monotonic() >= deadline:
                 return False
             time.sleep(_POLL_SECS)  # the run folder and the job's state: no event for them
-
-    def stop_and_wait(self) -> bool:
-        self.stop()
-        return self.wait()
-
-    def __enter__(self) -> RemoteController:
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        self.stop()
-        if exc_type is None:
-            self.wait()

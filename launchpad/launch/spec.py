@@ -91,6 +91,23 @@ def make_spec(node: Any, program_context: Any, label: str, index: int, *,
         argv=[sys.argv[0] if sys.argv else "", *argv], env=dict(env or {}))
 
 
+def make_cluster_spec(node: Any, controller: Any, settings: Any, bind_address: str | None,
+                      stop_signals: Mapping[str, str] | None = None) -> NodeSpec:
+    """The spec of a node on a cluster's hosts, under `controller` (an lp.Controller): it
+    heartbeats, binds the interface routed to the controller (or `bind_address`), and has its
+    group's `settings` (an lp.PythonProcess: args and env).
+
+    Raises:
+      ValueError: the node cannot be pickled (named, with the reason).
+    """
+    return make_spec(node, controller.launcher_context, node.label, node.index,
+                     termination_notice_secs=controller.termination_notice_secs,
+                     heartbeat_secs=CLUSTER_HEARTBEAT_SECS,
+                     liveness_timeout_secs=controller.liveness_timeout_secs,
+                     bind_host=bind_address or ROUTED, argv=settings.argv(),
+                     env=settings.env, stop_signals=stop_signals)
+
+
 def encode(spec: NodeSpec) -> bytes:
     return pickle.dumps(spec)
 
