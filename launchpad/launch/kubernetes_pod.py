@@ -25,10 +25,9 @@ import dataclasses
 import hashlib
 import hmac
 import os
-import stat
 
 from launchpad.courier.tls import TLS
-from launchpad.launch import spec
+from launchpad.launch import private_files, spec
 from launchpad.launch.errors import UnsafePathError
 
 SECRET_DIR_ENV = "LAUNCHPAD_SECRET_DIR"
@@ -71,22 +70,7 @@ def read_mounted(path: str) -> bytes:
     if os.path.commonpath([volume, target]) != volume:
         raise UnsafePathError(f"Refused to read {path}: it leads out of its volume {volume}, "
                               f"to {target}")
-    try:
-        fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError as e:
-        if isinstance(e, FileNotFoundError):
-            raise
-        raise UnsafePathError(f"Refused to read {path}: {e.strerror}") from e
-    with open(fd, "rb") as f:
-        info = os.fstat(f.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise UnsafePathError(f"Refused to read {path}: not a regular file")
-        if info.st_uid not in (0, os.geteuid()):
-            raise UnsafePathError(f"Refused to read {path}: it belongs to uid {info.st_uid}")
-        if info.st_mode & 0o022:
-            raise UnsafePathError(f"Refused to read {path}: others may write to it (mode "
-                                  f"{stat.S_IMODE(info.st_mode):o})")
-        return f.read()
+    return private_files.read_private(target, owners=(0, os.geteuid()))
 
 
 def read_secret(folder: str) -> tuple[str, TLS | None]:

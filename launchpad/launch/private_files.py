@@ -73,9 +73,13 @@ def write_private(path: str, data: bytes) -> None:
         f.write(data)
 
 
-def read_private(path: str) -> bytes:
+def read_private(path: str, owners: tuple[int, ...] | None = None) -> bytes:
     """The bytes of `path`, if it is a regular file of ours that no one else can write.
 
+    Args:
+      path: the file.
+      owners: the uids it may belong to (default: this user's only; a Kubernetes volume's
+        files belong to root).
     Raises:
       FileNotFoundError: there is no such file.
       UnsafePathError: it is a symlink, not a regular file, another user's, or writable by
@@ -91,8 +95,9 @@ def read_private(path: str) -> bytes:
         info = os.fstat(f.fileno())
         if not stat.S_ISREG(info.st_mode):
             raise UnsafePathError(f"Refused to read {path}: not a regular file")
-        if info.st_uid != os.geteuid():
+        if info.st_uid not in (owners or (os.geteuid(),)):
             raise UnsafePathError(f"Refused to read {path}: it belongs to uid {info.st_uid}")
         if info.st_mode & 0o022:
-            raise UnsafePathError(f"Refused to read {path}: other users may write to it")
+            raise UnsafePathError(f"Refused to read {path}: others may write to it (mode "
+                                  f"{stat.S_IMODE(info.st_mode):o})")
         return f.read()

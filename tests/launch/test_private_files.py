@@ -94,7 +94,7 @@ def test_a_report_that_is_a_symlink_or_writable_by_others_is_refused(tmp_path):
     (tmp_path / "link.failure").symlink_to(target)
     assert "refused" in spec.read_report(str(tmp_path / "link.failure")).reason
     os.chmod(target, 0o666)
-    assert "other users may write" in spec.read_report(str(target)).reason
+    assert "others may write" in spec.read_report(str(target)).reason
 
 
 def test_a_report_that_is_not_a_report_is_a_named_failure(tmp_path):
