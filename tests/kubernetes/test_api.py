@@ -14,6 +14,9 @@ import threading
 import kubernetes_validate
 import pytest
 
+pytest.importorskip("kubernetes", reason="the official Kubernetes client is not installed "
+                                         "(the `kubernetes` extra)")
+
 import launchpad as lp
 from launchpad.launch import errors, kubernetes
 from launchpad.launch.kubernetes_controller import OUTCOME_PREFIX
