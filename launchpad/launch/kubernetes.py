@@ -282,7 +282,6 @@ class KubernetesController(RemoteController):
                 for job in jobs if job.status and job.status.failed}
 
 
-
 def _ended(job: Any) -> str:
     """'Complete' or 'Failed' once the Job has that condition; '' while it runs."""
     for condition in (job.status and job.status.conditions) or []:
