@@ -26,7 +26,8 @@ def no_leaked_threads():
     yield
     deadline = time.monotonic() + 10
     for thread in set(threading.enumerate()) - before:
-        thread.join(max(0.0, deadline - time.monotonic()))
+        if thread.is_alive():  # (enumerate() also lists threads whose start is under way)
+            thread.join(max(0.0, deadline - time.monotonic()))
     leaked = [t.name for t in set(threading.enumerate()) - before if t.is_alive()]
     assert not leaked, f"threads left behind: {leaked}"
 
