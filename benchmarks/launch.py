@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1,10,50,100")
     parser.add_argument("--rounds", type=int, default=1,
-                        help="launches per size and kind; the median is reported")
+                        help="launches per size and kind, interleaved; the median is reported")
     parser.add_argument("--kinds", default=",".join(_KINDS))
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -163,14 +163,19 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _run_all(sizes: list[int], kinds: list[str], rounds: int, report: dict) -> None:
+    """Each size: `rounds` rounds of every kind, interleaved, in an order reversed every other
+    round (what one launch leaves - Ray's pool of idle workers, warm caches - helps the next
+    one, so no kind always goes first); the median of each."""
     for size in sizes:
-        for kind in kinds:
-            runs = []
-            for _ in range(rounds):
-                print(f"{kind} x{size} ...", file=sys.stderr, flush=True)
-                runs.append(_measure(kind, size))
+        runs: dict[str, list[dict]] = {kind: [] for kind in kinds}
+        for round_number in range(rounds):
+            for kind in kinds if round_number % 2 == 0 else kinds[::-1]:
+                print(f"{kind} x{size} (round {round_number + 1}) ...", file=sys.stderr,
+                      flush=True)
+                runs[kind].append(_measure(kind, size))
+        for kind, measured in runs.items():
             report["results"].setdefault(str(size), {})[kind] = {
-                key: statistics.median(run[key] for run in runs) for key in runs[0]}
+                key: statistics.median(run[key] for run in measured) for key in measured[0]}
     largest = report["results"].get("100", {}).get("local_mp")
     if largest:
         report["targets_100_local_mp"] = {

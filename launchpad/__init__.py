@@ -16,14 +16,15 @@ from launchpad.launch.attach import attach
 from launchpad.launch.controller import Controller
 from launchpad.launch.docker import DockerConfig
 from launchpad.launch.errors import (
+    KubernetesError,
     LaunchError,
     NodeEndedError,
     NodeFailedError,
     NodeNotReadyError,
     ProgramStoppedError,
+    SlurmError,
     UnknownNodeError,
 )
-from launchpad.launch.kubernetes import KubernetesError
 from launchpad.launch.kubernetes_manifests import kubernetes_manifests
 from launchpad.launch.kubernetes_settings import KubernetesSettings
 from launchpad.launch.launch import LaunchType, launch
@@ -31,7 +32,6 @@ from launchpad.launch.process import PythonProcess
 from launchpad.launch.ray_settings import RaySettings
 from launchpad.launch.remote import RemoteController
 from launchpad.launch.resources import Resources
-from launchpad.launch.slurm import SlurmError
 from launchpad.launch.slurm_settings import SlurmSettings
 from launchpad.nodes.base import Deferred, Handle, Node
 from launchpad.nodes.cacher import CacherNode, StaleDataError

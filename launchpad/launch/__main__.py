@@ -14,8 +14,6 @@ A module of its own, so that neither is imported by the package before it runs.
 
 import argparse
 
-from launchpad.launch import job_holder, runner, slurm_detached
-
 parser = argparse.ArgumentParser(prog="python -m launchpad.launch",
                                  description="Runs a node of a launchpad program, or holds "
                                              "its cluster job.")
@@ -26,13 +24,20 @@ what.add_argument("--control", help="the launch's spec, run as the job's control
 what.add_argument("--kubernetes-controller", metavar="PATH",
                   help="the launch's spec (mounted, sealed), run as the program's controller")
 args = parser.parse_args()
+# Each imports only what it runs: a node's process, the runner (and then its node's code).
 if args.spec:
+    from launchpad.launch import runner
+
     runner.exit_process(runner.run_process(runner.read_spec(args.spec)))
 elif args.hold:
+    from launchpad.launch import job_holder
+
     raise SystemExit(job_holder.hold(args.hold))
 elif args.kubernetes_controller:
-    from launchpad.launch import kubernetes_controller  # only the controller's pod needs it
+    from launchpad.launch import kubernetes_controller
 
     raise SystemExit(kubernetes_controller.run(args.kubernetes_controller))
 else:
+    from launchpad.launch import slurm_detached
+
     raise SystemExit(slurm_detached.run_controller(args.control))

@@ -7,7 +7,7 @@ cluster itself, by its launch label, in the namespace given (kubernetes.py).
 
 from __future__ import annotations
 
-from launchpad.launch import kubernetes, ray_detached, run_records, slurm_detached
+from launchpad.launch import run_records
 from launchpad.launch.remote import RemoteController
 
 
@@ -26,9 +26,13 @@ def attach(run_id: str, run_dir: str | None = None, *,
       LaunchError: there is no such run of this user (the runs there are named), or it is
         not a detached run.
     """
+    # Each launcher's module is imported only when one of its runs is attached to.
     if namespace is not None:
+        from launchpad.launch import kubernetes
         return kubernetes.attach(run_id, namespace)
     folder = run_records.find(run_id, run_dir)
+    from launchpad.launch import ray_detached
     if ray_detached.is_ray_run(folder):
         return ray_detached.attach(folder)
+    from launchpad.launch import slurm_detached
     return slurm_detached.attach(folder)

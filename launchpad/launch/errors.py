@@ -7,6 +7,14 @@ class LaunchError(Exception):
     """Base class of errors raised by launchers and the controller."""
 
 
+class SlurmError(LaunchError):
+    """Slurm refused or lost the program's job."""
+
+
+class KubernetesError(LaunchError):
+    """The Kubernetes API refused or lost part of the program's launch."""
+
+
 class NodeFailedError(LaunchError):
     """A node of the program failed; raised by `controller.wait()`.
 

@@ -26,6 +26,7 @@ from typing import Any
 
 from launchpad.courier.tls import TLS
 from launchpad.launch import errors, kubernetes_manifests
+from launchpad.launch.errors import KubernetesError
 from launchpad.launch.kubernetes_controller import OUTCOME_PREFIX
 from launchpad.launch.kubernetes_manifests import LAUNCH_LABEL, NAME_ANNOTATION, ROLE_LABEL
 from launchpad.launch.remote import RemoteController
@@ -40,10 +41,6 @@ _DELETE = [("batch", "delete_collection_namespaced_job"),
            ("core", "delete_collection_namespaced_service"),
            ("core", "delete_collection_namespaced_config_map"),
            ("core", "delete_collection_namespaced_secret")]
-
-
-class KubernetesError(errors.LaunchError):
-    """The Kubernetes API refused or lost part of the program's launch."""
 
 
 def _client() -> Any:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import importlib
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -17,20 +18,8 @@ from absl import flags, logging
 
 from launchpad import context
 from launchpad.courier.tls import TLS
-from launchpad.launch import (
-    at_exit,
-    interrupts,
-    local_mp,
-    local_mt,
-    ray_detached,
-    ray_launcher,
-    slurm_detached,
-    test_mp,
-    test_mt,
-)
-from launchpad.launch import kubernetes as kubernetes_launcher
+from launchpad.launch import at_exit, interrupts
 from launchpad.launch import resources as resources_lib
-from launchpad.launch import slurm as slurm_launcher
 from launchpad.launch.controller import Controller
 from launchpad.launch.errors import LaunchError
 from launchpad.launch.kubernetes_settings import KubernetesSettings
@@ -55,26 +44,34 @@ class LaunchType(str, enum.Enum):
     KUBERNETES = "kubernetes"
 
 
-# Each launcher module has launch(program, controller, **options) and may have
+# Each launcher module (imported when a launch needs it: `import launchpad`, and every node's
+# process, load no launcher they do not use) has launch(program, controller, **options) and
+# may have
 # validate(**options), called before anything starts.
 _LAUNCHERS = {
-    LaunchType.LOCAL_MULTI_THREADING: local_mt,
-    LaunchType.TEST_MULTI_THREADING: test_mt,
-    LaunchType.LOCAL_MULTI_PROCESSING: local_mp,
-    LaunchType.TEST_MULTI_PROCESSING: test_mp,
-    LaunchType.SLURM: slurm_launcher,
-    LaunchType.RAY: ray_launcher,
-    LaunchType.KUBERNETES: kubernetes_launcher,
+    LaunchType.LOCAL_MULTI_THREADING: "local_mt",
+    LaunchType.TEST_MULTI_THREADING: "test_mt",
+    LaunchType.LOCAL_MULTI_PROCESSING: "local_mp",
+    LaunchType.TEST_MULTI_PROCESSING: "test_mp",
+    LaunchType.SLURM: "slurm",
+    LaunchType.RAY: "ray_launcher",
+    LaunchType.KUBERNETES: "kubernetes",
 }
 
 
 # Launch types whose programs may outlive the launching process (detach=True): the module's
 # launch(program, options, ...) puts the controller in the cluster and returns its proxy.
-_DETACHED = {LaunchType.SLURM: slurm_detached, LaunchType.RAY: ray_detached,
-             LaunchType.KUBERNETES: kubernetes_launcher}
+_DETACHED = {LaunchType.SLURM: "slurm_detached", LaunchType.RAY: "ray_detached",
+             LaunchType.KUBERNETES: "kubernetes"}
 # Launch types whose programs are always detached: the launching machine cannot be reached
 # from the cluster, so the controller always runs there.
 _ALWAYS_DETACHED = {LaunchType.KUBERNETES}
+
+
+def _module(name: str) -> Any:
+    """The launcher module `launchpad.launch.<name>` (of _LAUNCHERS or _DETACHED)."""
+    return importlib.import_module(f"launchpad.launch.{name}")
+
 
 _SLURM_FLAGS = {"partition": "partition", "account": "account", "qos": "QoS",
                 "time_limit": "time limit (minutes, or D-HH:MM:SS)"}
@@ -249,7 +246,7 @@ def launch(programs: Program | Sequence[Program],
     single = isinstance(programs, Program)
     checked = [_check_program(p) for p in ([programs] if single else list(programs))]
     launch_type = _launch_type(launch_type)
-    launcher = _LAUNCHERS[launch_type]
+    launcher = _module(_LAUNCHERS[launch_type])
     _ignore_xm_resources(xm_resources, launch_type)
     options = {"test_case": test_case, "serialize_py_nodes": serialize_py_nodes,
                "local_resources": local_resources, "terminal": terminal,
@@ -282,7 +279,7 @@ def launch(programs: Program | Sequence[Program],
     controllers: list = []
     for program in checked:
         if detach:  # the controller runs in the cluster; so does the program
-            controllers.append(_DETACHED[launch_type].launch(
+            controllers.append(_module(_DETACHED[launch_type]).launch(
                 program, options, termination_notice_secs=termination_notice_secs,
                 liveness_timeout_secs=liveness_timeout_secs, tls=tls))
             continue

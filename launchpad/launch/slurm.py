@@ -44,7 +44,7 @@ from launchpad import address
 from launchpad.launch import job_holder, run_records, spec, terminals
 from launchpad.launch import resources as resources_lib
 from launchpad.launch.controller import Controller
-from launchpad.launch.errors import LaunchError
+from launchpad.launch.errors import LaunchError, SlurmError
 from launchpad.launch.process import NodeProcess, PythonProcess, Stdio, own_process_group
 from launchpad.launch.resources import Resources
 from launchpad.launch.slurm_settings import SlurmSettings
@@ -56,10 +56,6 @@ _RUNNING = "RUNNING"
 _WAITING = ("PENDING", "CONFIGURING", "REQUEUED", "RESIZING")
 _LIVE = {_RUNNING, "COMPLETING", "SUSPENDED", "STOPPED", *_WAITING}  # the job is not over
 _END_TIMEOUT_SECS = 30.0
-
-
-class SlurmError(LaunchError):
-    """Slurm refused or lost the program's job."""
 
 
 def validate(*, slurm: SlurmSettings | None, local_resources: dict | None,
