@@ -193,6 +193,14 @@ def test_bad_ray_options_are_named_before_any_actor_is_made(ray_launch, options,
         ray_launch(program, **options)
 
 
+def test_the_ray_address_flag_gives_the_settings(monkeypatch):
+    from launchpad.launch import launch as launch_module
+    monkeypatch.setattr(sys, "argv", ["launch.py", "--lp_ray_address=head:6379"])
+    assert launch_module._ray_settings(None) == lp.RaySettings(address="head:6379")
+    given = lp.RaySettings(address="other:6379")
+    assert launch_module._ray_settings(given) is given
+
+
 def test_bad_ray_settings_are_named():
     with pytest.raises(ValueError, match=r"placement\['actor'\] must be one of PACK"):
         lp.RaySettings(placement={"actor": "DIAGONAL"})
