@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import pickle
+import shutil
 import threading
 from typing import Any
 
@@ -111,7 +112,6 @@ class ControllerActor:
 def launch(program: Program, options: dict[str, Any], *, termination_notice_secs: float,
            liveness_timeout_secs: float, tls: TLS | None) -> RayRemoteController:
     """Starts the program's controller as a detached actor, which launches the program."""
-    import ray
     settings: RaySettings = options["ray"] or RaySettings()
     try:
         pickled = cloudpickle.dumps(program)
@@ -121,6 +121,21 @@ def launch(program: Program, options: dict[str, Any], *, termination_notice_secs
     folder = run_records.make(program.name)
     run_id = os.path.basename(folder)
     kept = {k: options[k] for k in ("resources", "ray", "local_resources", "bind_address")}
+    try:
+        record = _start_controller(program.name, run_id, settings, pickled, kept,
+                                   termination_notice_secs, liveness_timeout_secs, tls)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)  # no run: no record of one
+        raise
+    private_files.write_private(os.path.join(folder, RECORD), pickle.dumps(record))
+    return RayRemoteController(run_id, record)
+
+
+def _start_controller(program_name: str, run_id: str, settings: RaySettings, pickled: bytes,
+                      options: dict[str, Any], termination_notice_secs: float,
+                      liveness_timeout_secs: float, tls: TLS | None) -> _Record:
+    """Starts the controller's actor and, through it, the program; the run's record."""
+    import ray
     gcs = ray_connection.connect(settings)
     ray_connection.hold()
     try:
@@ -128,7 +143,7 @@ def launch(program: Program, options: dict[str, Any], *, termination_notice_secs
             name=f"launchpad-{run_id}", namespace=NAMESPACE, lifetime="detached",
             num_cpus=0, max_concurrency=4, max_restarts=0,
             **({"runtime_env": dict(settings.runtime_env)} if settings.runtime_env else {})
-        ).remote(pickled, kept, termination_notice_secs, liveness_timeout_secs, tls)
+        ).remote(pickled, options, termination_notice_secs, liveness_timeout_secs, tls)
         try:
             controller_address, token = ray.get(actor.start.remote(),
                                                 timeout=_START_TIMEOUT_SECS)
@@ -137,9 +152,7 @@ def launch(program: Program, options: dict[str, Any], *, termination_notice_secs
             raise
     finally:
         ray_connection.release()
-    record = _Record(program.name, gcs, f"launchpad-{run_id}", controller_address, token, tls)
-    private_files.write_private(os.path.join(folder, RECORD), pickle.dumps(record))
-    return RayRemoteController(run_id, record)
+    return _Record(program_name, gcs, f"launchpad-{run_id}", controller_address, token, tls)
 
 
 def is_ray_run(folder: str) -> bool:

@@ -284,3 +284,14 @@ def test_killing_a_detached_program_ends_its_controller_and_nodes(
     controller.kill()
     assert controller.wait(TIMEOUT) and controller.stop_reason.startswith("killed")
     assert on_the_cluster.named_actors() == []  # and no_leaked_processes: the nodes' too
+
+
+def test_a_detached_launch_that_fails_leaves_no_run_behind(
+        on_the_cluster, tmp_path, no_leaked_threads, no_leaked_processes):
+    program = lp.Program("unplaceable")
+    program.add_node(lp.PyNode(_run_forever), label="learner")
+    with pytest.raises(lp.LaunchError, match="Group 'learner'.*no node"):
+        lp.launch(program, launch_type="ray", detach=True,
+                  resources={"learner": lp.Resources(cpus=64)})
+    assert not list((tmp_path / ".launchpad").glob("launchpad-runs-*/*"))  # no record
+    assert on_the_cluster.named_actors() == []  # nor its controller's actor
