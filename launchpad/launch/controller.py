@@ -272,6 +272,7 @@ class Controller:
             settle(future, True)
         for node_context in contexts:
             node_context.notify_stop()
+        self._supervisor.wait_for_restarts_under_way()
         ending.end_workers(self._supervisor.workers(), self._grace,
                            f"of program {self.program_name}")
         self._supervisor.all_ended("the program stopped")

@@ -179,7 +179,7 @@ def launch(program: Program, controller: Controller, *, resources: dict | None,
 
     def finish() -> None:
         for worker in workers:
-            worker.kill()
+            worker.close()  # before the connection goes: Ray ends a process used after it
         for made in placements:
             made.remove()
         ray_connection.release()

@@ -27,8 +27,12 @@ from typing import Any
 from absl import logging
 
 from launchpad.launch import process_tree, runner, spec
+from launchpad.launch.errors import LaunchError
 
 EXIT_ACTOR_DIED = -int(signal.SIGKILL)  # as a killed process reports it
+# A run's result is awaited in slices this long, so that close() stops the wait (a Ray get
+# cannot be cancelled from another thread).
+_RESULT_POLL_SECS = 1.0
 
 
 class NodeActor:
@@ -52,6 +56,11 @@ class NodeActor:
 class RayNodeWorker:
     """One node's actor as its launcher sees it (an ending.NodeWorker); restartable.
 
+    Ray ends a process that uses its client after `ray.shutdown()`, so `close()` (called
+    before the launch lets its connection go) ends the worker's use of Ray for good: the
+    thread that waits for a run's result stops, the actor of a run still going is killed, and
+    a restart after that is refused.
+
     Args:
       name: the node's name, "label/index".
       node_spec: the node's spec (encoded).
@@ -70,34 +79,47 @@ class RayNodeWorker:
         self._on_exit = on_exit
         self._lock = threading.Lock()
         self._ended = threading.Event()
+        self._closed = threading.Event()
+        self._waiters: list[threading.Thread] = []
         self._actor: Any = None
         self._death = ""
 
     def start(self) -> None:
-        """Starts (or, once ended, restarts) the node in a new actor."""
+        """Starts (or, once ended, restarts) the node in a new actor.
+
+        Raises:
+          LaunchError: the worker is closed (its program has ended).
+        """
         with self._lock:
+            if self._closed.is_set():
+                raise LaunchError(f"Node {self.name} cannot start: its program has ended")
             self._ended.clear()
             self.returncode, self.ended_by_launcher, self._death = None, False, ""
             self.attempt += 1
             self._actor = self._make_actor()
             result = self._actor.run.remote(self._spec)
-        threading.Thread(target=self._wait, args=(self._actor, result), daemon=True,
-                         name=f"lp-ray-{self.name}").start()
+            waiter = threading.Thread(target=self._wait, args=(self._actor, result),
+                                      daemon=True, name=f"lp-ray-{self.name}")
+            self._waiters.append(waiter)
+        waiter.start()
 
     restart = start
 
     def _wait(self, actor: Any, result: Any) -> None:
         import ray
-        try:
-            code = ray.get(result)
-        except ray.exceptions.RayActorError as e:
-            code, death = EXIT_ACTOR_DIED, _first_line(e)
-        except ray.exceptions.RayError as e:  # e.g. its runtime_env could not be set up
-            code, death = EXIT_ACTOR_DIED, _first_line(e)
-        else:
-            death = ""
-        self._kill_actor(actor)
+        death = ""
+        while True:
+            try:
+                code = ray.get(result, timeout=_RESULT_POLL_SECS)
+                break
+            except ray.exceptions.GetTimeoutError:
+                if self._closed.is_set():
+                    return  # the launch is letting Ray go: no call to it from now on
+            except ray.exceptions.RayError as e:  # the actor died, or could not start
+                code, death = EXIT_ACTOR_DIED, _first_line(e)
+                break
         with self._lock:
+            self._kill(actor)
             if actor is not self._actor:
                 return  # an earlier run's: the node has been restarted since
             self.returncode, self._death = code, death
@@ -112,23 +134,38 @@ class RayNodeWorker:
 
     def terminate(self) -> bool:
         with self._lock:
-            if not self._ended.is_set() and self._actor is not None:
+            if self._running():
                 self.ended_by_launcher = True
                 self._actor.end.remote()
         return True
 
     def kill(self) -> None:
         with self._lock:
-            if not self._ended.is_set() and self._actor is not None:
+            if self._running():
                 self.ended_by_launcher = True
-                self._kill_actor(self._actor)
+                self._kill(self._actor)
 
-    @staticmethod
-    def _kill_actor(actor: Any) -> None:
+    def close(self) -> None:
+        """Ends this worker's use of Ray (see the class doc); returns once it has."""
+        with self._lock:
+            if self._running():
+                self.ended_by_launcher = True
+                self._kill(self._actor)
+            self._closed.set()
+            waiters = list(self._waiters)
+        for waiter in waiters:
+            waiter.join(_RESULT_POLL_SECS + 1.0)
+
+    def _running(self) -> bool:
+        return not self._ended.is_set() and self._actor is not None and not self._closed.is_set()
+
+    def _kill(self, actor: Any) -> None:
         import ray
+        if self._closed.is_set():
+            return
         try:
             ray.kill(actor, no_restart=True)
-        except Exception:  # noqa: BLE001 - gone already, or Ray shut down: nothing to end
+        except Exception:  # noqa: BLE001 - gone already: nothing to end
             pass
 
     def describe_end(self) -> str:

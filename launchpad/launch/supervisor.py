@@ -68,6 +68,7 @@ class Supervisor:
         self._concluded: dict[NodeKey, int] = {}  # the last attempt of each unit that ended
         self._restarts: dict[NodeKey, int] = {}
         self._timers: list[threading.Timer] = []
+        self._restarts_under_way = 0
         self._stopping = False
         self.failure: errors.NodeFailedError | None = None
         self._closed = threading.Event()
@@ -235,11 +236,24 @@ class Supervisor:
         with self._lock:
             if self._stopping:
                 return
-        worker.join(KILL_AFTER_TERMINATE_SECS)  # a run declared lost is being killed
+            self._restarts_under_way += 1
         try:
-            worker.restart()
-        except Exception as e:  # noqa: BLE001 - a node that cannot restart has failed
-            self._failed(_key(worker.name), f"restart failed: {type(e).__name__}: {e}")
+            worker.join(KILL_AFTER_TERMINATE_SECS)  # a run declared lost is being killed
+            try:
+                worker.restart()
+            except Exception as e:  # noqa: BLE001 - a node that cannot restart has failed
+                self._failed(_key(worker.name), f"restart failed: {type(e).__name__}: {e}")
+        finally:
+            with self._lock:
+                self._restarts_under_way -= 1
+                self._changed.notify_all()
+
+    def wait_for_restarts_under_way(self) -> None:
+        """Returns once no restart is half done: the stop sequence then ends a node that was
+        restarting as it ends every other, instead of finding it ended and going on to clean
+        up while it starts again."""
+        with self._lock:
+            self._changed.wait_for(lambda: self._restarts_under_way == 0)
 
     # --- what the controller asks -------------------------------------------------------
 

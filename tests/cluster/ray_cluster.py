@@ -20,8 +20,10 @@ import contextlib
 import importlib.util
 import json
 import os
+import random
 import secrets
 import shutil
+import socket
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -30,6 +32,8 @@ from tests.cluster.daemons import descendants, free_port, tail, under_reaper, wa
 from tests.cluster.netns import Host, HostNetwork, end_processes
 
 _READY_TIMEOUT_SECS = 60.0
+_WORKER_PORTS = 200  # ports for each node's worker processes, one block below the ephemeral
+_BLOCKS = range(20000, 32000, _WORKER_PORTS)  # range, so no outgoing connection takes one
 
 
 def ray_unavailable() -> str | None:
@@ -52,6 +56,24 @@ def make_token(path: str) -> None:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(secrets.token_hex(32))
+
+
+def _free_block(address: str, size: int) -> int:
+    """The first port of `size` consecutive ports free on `address` (of _BLOCKS, in random
+    order)."""
+    for first in random.sample(list(_BLOCKS), len(_BLOCKS)):
+        sockets = []
+        try:
+            for port in range(first, first + size):
+                sockets.append(socket.socket())
+                sockets[-1].bind((address, port))
+            return first
+        except OSError:
+            continue
+        finally:
+            for sock in sockets:
+                sock.close()
+    raise RuntimeError(f"no {size} consecutive free ports on {address}")
 
 
 def _ray_command() -> str:
@@ -145,13 +167,20 @@ class RayCluster:
                  "dashboard-agent-grpc-port", "runtime-env-agent-port", "metrics-export-port"]
         # The head's headless dashboard starts even when not included: its port is moved.
         head = ["--include-dashboard=false", "dashboard-port"] if host is None else []
-        ports = {name: free_port(gateway) for name in names + head[1:]}
-        first_worker_port = free_port(gateway)
+        first_worker_port = _free_block(gateway, _WORKER_PORTS)
+        workers = range(first_worker_port, first_worker_port + _WORKER_PORTS)
+        ports: dict[str, int] = {}
+        taken = {int(self.address.rsplit(":", 1)[1])}  # the head's GCS port
+        for name in names + head[1:]:  # each free, and none twice or among the workers'
+            while (port := free_port(gateway)) in workers or port in taken:
+                pass
+            ports[name] = port
+            taken.add(port)
         argv = [_ray_command(), "start", "--block", *role, f"--node-ip-address={address}",
                 f"--temp-dir={temp_dir}", f"--num-cpus={self.cpus_per_node}",
                 f"--object-store-memory={80 * 2**20}", *head[:1], "--disable-usage-stats",
                 f"--min-worker-port={first_worker_port}",
-                f"--max-worker-port={first_worker_port + 200}",
+                f"--max-worker-port={workers[-1]}",
                 *(f"--{name}={port}" for name, port in ports.items())]
         if host is not None:
             argv = self.network.exec_argv(host, argv)
