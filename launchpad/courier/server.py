@@ -211,8 +211,12 @@ class Server:
                 self._start_calls(frames, outbox)
                 yield from _replies(outbox, len(frames), reply_lane)
                 self._set_waiting(context, True)
-        except grpc.RpcError:
-            return  # The client went away or the server is stopping.
+        except grpc.RpcError as e:
+            # The client went away or the server is stopping. grpc keeps the error in the
+            # stream's state, which its traceback's frames hold in turn: a cycle that would
+            # keep this frame's last message (and its arrays) alive until the collector runs.
+            e.__traceback__ = None
+            return
         finally:
             if lane is not None:
                 lane.close()
