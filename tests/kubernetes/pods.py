@@ -30,6 +30,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from tests.cluster.netns import Host, HostNetwork
@@ -135,6 +136,30 @@ class LocalCluster:
         for host in self._network.hosts:
             with open(f"/etc/netns/{host.name}/hosts", "a") as f:
                 f.write("\n".join(lines) + "\n")
+
+    @contextlib.contextmanager
+    def running(self, timeout: float, releasing: tuple[str, ...] = ()) -> Iterator[None]:
+        """Runs every Job (as run() does) on a thread of its own while the body watches
+        them; on the way out, starts the held Jobs named in `releasing` and waits for the
+        run to end, raising what run() found wrong."""
+        found: list[AssertionError] = []
+
+        def run() -> None:
+            try:
+                self.run(timeout)
+            except AssertionError as error:
+                found.append(error)
+
+        runner = threading.Thread(target=run, name="lp-test-cluster-run")
+        runner.start()
+        try:
+            yield
+        finally:
+            for name in releasing:
+                self.release(name)
+            runner.join()
+        if found:
+            raise found[0]
 
     def run(self, timeout: float) -> dict[str, JobRun]:
         """Runs every Job until it is done or failed (within `timeout` seconds in all)."""

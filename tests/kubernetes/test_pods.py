@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import signal
-import threading
 
 import pytest
 
@@ -95,14 +94,10 @@ def test_deleting_a_pod_stops_the_program_gracefully(tmp_path):
     saying why, and no node fails."""
     with pods.LocalCluster(_manifests(programs.adder_and_waiter()), str(tmp_path)) as cluster:
         controller, nodes = _by_role(cluster)
-        ran = threading.Thread(target=cluster.run, args=(TIMEOUT,))
-        ran.start()
-        try:
+        with cluster.running(TIMEOUT):
             assert cluster.wait_for_log(nodes["waiter/0"], "the adder answered", TIMEOUT), (
                 cluster.logs())
             cluster.signal(nodes["adder/0"], signal.SIGTERM)
-        finally:
-            ran.join()
     report = cluster.logs()
     outcome = _outcome(controller)
     assert "Kubernetes is deleting the pod (node adder/0 got SIGTERM)" in (
@@ -119,16 +114,11 @@ def test_nodes_started_before_their_controller_wait_for_it(tmp_path):
                           if o["metadata"]["name"].endswith("-controller"))
     with pods.LocalCluster(objects, str(tmp_path), held=(controller_job,)) as cluster:
         controller, nodes = _by_role(cluster)
-        ran = threading.Thread(target=cluster.run, args=(TIMEOUT,))
-        ran.start()
-        try:
+        with cluster.running(TIMEOUT, releasing=(controller_job,)):
             for node in ("adder/0", "client/0"):
                 assert cluster.wait_for_log(
                     nodes[node], f"launchpad: node {node}: waiting up to 600s for its "
                                  "controller", TIMEOUT), cluster.logs()
-        finally:
-            cluster.release(controller_job)
-            ran.join()
     report = cluster.logs()
     assert [run.returncode for run in controller.runs] == [0], report
     assert "client got 5 from the adder" in nodes["client/0"].log, report
@@ -146,13 +136,8 @@ def test_a_pod_that_never_starts_fails_its_node_named(tmp_path):
                       if o["metadata"]["name"].endswith("-client-0"))
     with pods.LocalCluster(objects, str(tmp_path), held=(client_job,)) as cluster:
         controller, nodes = _by_role(cluster)
-        ran = threading.Thread(target=cluster.run, args=(TIMEOUT,))
-        ran.start()
-        try:
+        with cluster.running(TIMEOUT, releasing=(client_job,)):
             assert cluster.wait_for_log(controller, OUTCOME_PREFIX, TIMEOUT), cluster.logs()
-        finally:
-            cluster.release(client_job)
-            ran.join()
     report = cluster.logs()
     assert [run.returncode for run in controller.runs] == [1], report
     outcome = _outcome(controller)
