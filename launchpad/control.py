@@ -30,14 +30,13 @@ courier before anything of them is unpickled.
 
 from __future__ import annotations
 
-import functools
-import os
 import threading
 
 import cloudpickle
 
 from launchpad.courier import client as courier_client
 from launchpad.courier import errors as courier_errors
+from launchpad.courier.hosts import host_identity
 from launchpad.courier.tls import TLS
 
 PROTOCOL_VERSION = 1
@@ -155,14 +154,6 @@ class ControllerClient:
 
     def close(self) -> None:
         self._client.close()
-
-
-@functools.cache
-def host_identity() -> str:
-    """This process's kernel (its boot id) and network namespace (its inode), as text."""
-    with open("/proc/sys/kernel/random/boot_id") as f:
-        boot = f.read().strip()
-    return f"{boot}/net:{os.stat('/proc/self/ns/net').st_ino}"
 
 
 def pickle_exception(exception: BaseException | None) -> bytes:

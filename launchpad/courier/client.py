@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any, Protocol, Union
 
 from launchpad.courier import errors, serialization
+from launchpad.courier import transport as _transport
 from launchpad.courier.connection import Connection, settle
 from launchpad.courier.server import LIST_METHODS
 from launchpad.courier.tls import TLS
@@ -64,14 +65,20 @@ class Client:
       compress: gzip messages on the wire.
       tls: connect over TLS, presenting its certificate and checking the server's (see
         tls.py); None connects in plaintext.
+      transport: which transports may carry the calls (see transport.py): "auto" (the
+        fastest that reaches the server: in this process, this host's Unix socket, gRPC),
+        "local" (never in-process), "grpc" (gRPC only); None follows the environment
+        variable LAUNCHPAD_COURIER_TRANSPORT, else "auto".
     """
 
     def __init__(self, address: str | AddressResolver, *, token: str = "",
                  call_timeout: Timeout = None, wait_for_ready: bool = True,
                  connect_timeout: Timeout = 30.0, compress: bool = False,
-                 tls: TLS | None = None):
+                 tls: TLS | None = None, transport: str | None = None):
         if not isinstance(address, str) and not hasattr(address, "resolve"):
             raise TypeError(f"address must be 'host:port' or a resolver, got {address!r}")
+        if transport is not None:
+            _transport.mode_of(transport)  # refuses a bad option now, not at the first call
         self._address = address
         self._token = token
         self._call_timeout = _seconds(call_timeout, "call_timeout")
@@ -79,6 +86,7 @@ class Client:
         self._connect_timeout = _seconds(connect_timeout, "connect_timeout")
         self._compress = compress
         self._tls = tls
+        self._transport = transport
         self._slot = _ConnectionSlot()
         self._deadlines = _DeadlineWatcher()
         # Dropping a client without close() must not leave its threads and stream behind.
@@ -89,6 +97,13 @@ class Client:
     def futures(self) -> "_FuturesView":
         """`client.futures.method(...)` starts a call and returns its Future at once."""
         return _FuturesView(self)
+
+    @property
+    def transport(self) -> str | None:
+        """The transport the calls travel on now ('in-process', 'local' or 'grpc'); None
+        before the client has reached its server."""
+        current = self._slot.connection
+        return current.kind if current is not None and not current.broken else None
 
     @property
     def address(self) -> str:
@@ -102,7 +117,7 @@ class Client:
         return (_rebuild_client, (self._address, {
             "token": self._token, "call_timeout": self._call_timeout,
             "wait_for_ready": self._wait_for_ready, "connect_timeout": self._connect_timeout,
-            "compress": self._compress, "tls": self._tls}))
+            "compress": self._compress, "tls": self._tls, "transport": self._transport}))
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
         if name.startswith("_"):
@@ -154,7 +169,9 @@ class Client:
 
     def _open_connection(self) -> Connection:
         return Connection(self._address, self._token, self._wait_for_ready,
-                           self._connect_timeout, self._compress, self._tls)
+                          self._connect_timeout, self._compress, self._tls,
+                          mode=_transport.mode_of(self._transport),
+                          deadlines=self._call_timeout is not None)
 
     def _timed_out(self, method: str) -> errors.CallTimeoutError:
         return errors.CallTimeoutError(

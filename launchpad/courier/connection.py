@@ -1,4 +1,4 @@
-"""A client's connection to one courier server: one gRPC channel and a pool of streams.
+"""A client's connection to one courier server: one channel and a pool of streams.
 
 A connection thread resolves the address and waits (bounded) for the server; calls made
 meanwhile wait and then travel together. Once connected, a call goes one of two ways:
@@ -8,17 +8,22 @@ meanwhile wait and then travel together. Once connected, a call goes one of two 
 * queued (a future): the call joins the stream that is filling, whose own thread sends every
   call queued by the time it wakes as one message and sets their futures as replies come.
 
+The channel is the fastest transport that reaches the server (transport.py): the server
+itself when it is in this process, its Unix socket when it is on this host, gRPC otherwise;
+a server first reached through gRPC while it started is looked for on the faster ones once
+it answers.
+
 A call is sent on a stream only when every call sent on it before is answered: that is what
 lets the server run each call on the stream's own thread (see server.py). Concurrent calls
 therefore use more streams. When a stream fails the connection is `broken`: its calls fail,
 and the client opens a new connection (resolving the address again) for later calls. A
-stream nobody watched since its last call may have died with its server; the channel's state
-tells, and such a connection is replaced before the call is sent.
+stream nobody watched since its last call may have died with its server; the stream
+(`alive`) tells, and such a connection is replaced before the call is sent.
 
-To a server on this host, a stream may carry large parts through shared memory (its
-transport's `lane`, see shared_memory.py). Its region is reused from the start for every
-message sent, which is safe because of the rule above: by then the server has answered, so it
-has read every part of the previous message.
+To a server on this host but not in this process, a stream may carry large parts through
+shared memory (its transport's `lane`, see shared_memory.py). Its region is reused from the
+start for every message sent, which is safe because of the rule above: by then the server
+has answered, so it has read every part of the previous message.
 """
 
 from __future__ import annotations
@@ -31,9 +36,7 @@ import threading
 import time
 from typing import Any
 
-import grpc
-
-from launchpad.courier import errors, serialization, shared_memory, transport
+from launchpad.courier import errors, serialization, shared_memory, streams, transport
 from launchpad.courier.serialization import Kind
 
 # While a resolved address does not answer, it is resolved again this often.
@@ -52,11 +55,16 @@ class _After(enum.Enum):
 
 
 class Connection:
-    """One gRPC channel to one server, and the streams open on it (see the module doc)."""
+    """One channel to one server, and the streams open on it (see the module doc).
+
+    `mode` narrows the transports (transport.py); with `deadlines` (the client's calls have
+    a timeout) no call runs on its caller's thread, so that a timeout ends its wait.
+    """
 
     _ids = itertools.count(1)
 
-    def __init__(self, address, token, wait_for_ready, connect_timeout, compress, tls):
+    def __init__(self, address, token, wait_for_ready, connect_timeout, compress, tls,
+                 mode: str = "auto", deadlines: bool = False):
         self.address = address if isinstance(address, str) else ""
         self.broken = False
         self.error: Exception | None = None  # why it broke
@@ -66,6 +74,8 @@ class Connection:
         self._connect_timeout = connect_timeout
         self._compress = compress
         self._tls = tls
+        self._mode = mode
+        self._deadlines = deadlines
         self._lock = threading.Lock()
         self._channel = None
         self._early: list | None = []  # calls made before the server was reached
@@ -89,16 +99,15 @@ class Connection:
             if self._early is not None:
                 self._early.append((call_id, frame, future))
                 return True
-            if not self._usable():
-                stream = None
-            elif drive:
-                stream = self._idle.pop() if self._idle else self._new_stream()
-            else:
-                stream = self._filling or (self._idle.pop() if self._idle else self._new_stream())
-                self._filling = stream
-                stream.start_thread(self._serve_queue)
+            stream = None if drive else self._filling
+            if stream is None and self._idle:
+                stream = self._idle.pop()
+            stream = self._usable(stream)
             if stream is not None:
                 stream.pending[call_id] = future
+                if not drive:
+                    self._filling = stream
+                    stream.start_thread(self._serve_queue)
         if stream is None:
             self.close(self._went_away())
             return False
@@ -150,13 +159,25 @@ class Connection:
                 return
             if not early:
                 return
-            stream = self._new_stream()  # the early calls travel together
-            for call_id, _, future in early:
-                stream.pending[call_id] = future
-            stream.start_thread(self._serve_queue)
+            stream = self._usable(None)  # the early calls travel together
+            if stream is not None:
+                for call_id, _, future in early:
+                    stream.pending[call_id] = future
+                stream.start_thread(self._serve_queue)
+        if stream is None:
+            for _, _, future in early:
+                settle(future, exception=self._went_away())
+            self.close(self._went_away())
+            return
         stream.outbox.put([frame for _, frame, _ in early])
 
-    def _open_channel(self) -> grpc.Channel:
+    @property
+    def kind(self) -> str | None:
+        """The transport this connection uses ('in-process', 'local', 'grpc'), once known."""
+        channel = self._channel
+        return channel.kind if channel is not None else None
+
+    def _open_channel(self) -> streams.Channel:
         """A channel to the server, connected unless wait_for_ready is off (then calls fail
         at once if the server is not there). A resolved address is resolved again while the
         server cannot be reached: its node may have moved (restarted) or ended (the resolver
@@ -164,7 +185,7 @@ class Connection:
         if not self._wait_for_ready:
             if not isinstance(self._target, str):
                 self.address = self._target.resolve(0.0)
-            return transport.open_channel(self.address, self._compress, self._tls)
+            return self._new_channel()
         timeout = self._connect_timeout
         deadline = None if timeout is None else time.monotonic() + timeout
         channel, channel_address = None, None
@@ -176,13 +197,13 @@ class Connection:
                 if channel_address != self.address:  # a channel keeps trying its address
                     if channel is not None:
                         channel.close()
-                    channel = transport.open_channel(self.address, self._compress, self._tls)
+                    channel = self._new_channel()
                     channel_address = self.address
                 attempt = _RESOLVE_AGAIN_SECS if remaining is None else remaining
                 if not isinstance(self._target, str):
                     attempt = min(attempt, _RESOLVE_AGAIN_SECS)
-                if transport.wait_until_ready(channel, attempt):
-                    ready, channel = channel, None
+                if channel.wait_until_ready(attempt):
+                    ready, channel = self._faster(channel), None
                     return ready
                 if deadline is not None and time.monotonic() >= deadline:
                     raise self._unreachable(channel)
@@ -190,29 +211,55 @@ class Connection:
             if channel is not None:
                 channel.close()
 
-    def _unreachable(self, channel: grpc.Channel) -> errors.ServerUnavailableError:
+    def _new_channel(self) -> streams.Channel:
+        return transport.open_channel(self.address, compress=self._compress, tls=self._tls,
+                                      mode=self._mode)
+
+    def _faster(self, channel: streams.Channel) -> streams.Channel:
+        """A gRPC channel that came up: replaced by a faster way to its server, if that
+        is there now (the server was starting when the channel was opened)."""
+        if channel.kind != "grpc":
+            return channel
+        faster = transport.fast_channel(self.address, self._tls, self._mode)
+        if faster is None:
+            return channel
+        channel.close()
+        return faster
+
+    def _unreachable(self, channel: streams.Channel) -> errors.ServerUnavailableError:
         """The error of calls that waited connect_timeout in vain, with gRPC's reason (over
         TLS, that names what the handshake refused: a certificate, or a peer without TLS)."""
         over = " over TLS" if self._tls is not None else ""
-        reason = transport.connect_failure(channel)
+        reason = channel.connect_failure()
         return errors.ServerUnavailableError(
             f"Courier server at {self.address} was not reachable{over} within "
             f"connect_timeout={self._connect_timeout}s" + (f" ({reason})" if reason else ""))
 
     # ------------------------------------------------------------------ streams
 
-    def _usable(self) -> bool:
-        """Whether streams nobody watched are still alive (lock held); see the module doc.
-        Without wait_for_ready the channel may not have connected yet: its streams fail fast
-        by themselves."""
-        return not self._wait_for_ready or transport.channel_is_ready(self._channel)
+    def _usable(self, stream: _Stream | None) -> _Stream | None:
+        """`stream` if it is still alive (a stream nobody watched may have died with its
+        server), else a new stream; None when the server is gone (lock held). Without
+        wait_for_ready the channel may not have connected yet: its streams fail fast by
+        themselves."""
+        checked = self._wait_for_ready
+        if stream is not None:
+            return stream if not checked or stream.transport.alive() else None
+        if checked and not self._channel.is_ready():
+            return None
+        try:
+            return self._new_stream()
+        except streams.StreamBroken:  # e.g. a local server's socket that is gone
+            return None
 
     def _went_away(self) -> errors.ServerUnavailableError:
         return errors.ServerUnavailableError(f"Courier server at {self.address} went away")
 
     def _new_stream(self) -> "_Stream":
-        share = shared_memory.enabled() and shared_memory.is_same_host(self.address)
-        stream = _Stream(transport.Stream(self._channel, self._token, offer_shared_memory=share))
+        kind = self._channel.kind
+        share = shared_memory.enabled() and (
+            kind == "local" or (kind == "grpc" and shared_memory.is_same_host(self.address)))
+        stream = _Stream(self._channel.open_stream(self._token, offer_shared_memory=share))
         self._streams.add(stream)
         return stream
 
@@ -223,7 +270,7 @@ class Connection:
         # connection closed), the stream is abandoned so that this thread stops waiting.
         future.add_done_callback(lambda _: self._abandon_if_waiting(stream, call_id))
         try:
-            self._exchange(stream, [frame])
+            self._exchange(stream, [frame], caller_waits=not self._deadlines)
         except BaseException as e:  # e.g. KeyboardInterrupt while waiting: the stream is lost
             with self._lock:
                 self._streams.discard(stream)
@@ -249,7 +296,7 @@ class Connection:
             except queue.Empty:
                 # The thread has sent before, so the channel was ready: now it is not, its
                 # connection is gone.
-                if not transport.channel_is_ready(self._channel):
+                if not stream.transport.alive():
                     self.close(self._went_away())
                     return
                 continue
@@ -266,14 +313,17 @@ class Connection:
             if not self._exchange(stream, frames):
                 return
 
-    def _exchange(self, stream: "_Stream", frames: list[serialization.OutFrame]) -> bool:
+    def _exchange(self, stream: "_Stream", frames: list[serialization.OutFrame],
+                  caller_waits: bool = False) -> bool:
         """Sends the frames as one message on the stream and delivers the replies to their
-        calls. True when the stream is idle again; False when it ended."""
+        calls. True when the stream is idle again; False when it ended. With
+        `caller_waits`, this thread waits for nothing else (see streams.ClientStream)."""
         try:
             lane = stream.transport.lane
             if lane is not None:
                 lane.writer.reset()  # every reply to the last message came: the server read it
-            reply = stream.transport.exchange(serialization.join_message(frames, lane))
+            reply = stream.transport.exchange(serialization.message_chunks(frames, lane),
+                                              caller_waits)
             while True:
                 after = self._deliver(stream, reply)
                 if after is _After.LEAVE:
@@ -282,8 +332,8 @@ class Connection:
                     stream.transport.finish()
                     return False
                 reply = stream.transport.receive()
-        except transport.StreamBroken as e:
-            self._stream_broke(stream, transport.error_for_broken_stream(e, self.address))
+        except streams.StreamBroken as e:
+            self._stream_broke(stream, streams.error_for_broken_stream(e, self.address))
         except Exception as e:  # noqa: BLE001 - a malformed reply: fail, do not hang
             stream.transport.finish()
             self._stream_broke(stream, e)
@@ -330,7 +380,7 @@ class _Stream:
 
     __slots__ = ("transport", "pending", "outbox", "abandoned", "_thread")
 
-    def __init__(self, stream: transport.Stream):
+    def __init__(self, stream: streams.ClientStream):
         self.transport = stream
         self.pending: dict[int, concurrent.futures.Future] = {}
         self.outbox: queue.SimpleQueue = queue.SimpleQueue()

@@ -1,6 +1,6 @@
 """Wire format of courier messages: frames of pickled payloads with out-of-band buffers.
 
-One gRPC message carries one or more frames, so that calls (and results) queued at the same
+One message carries one or more frames, so that calls (and results) queued at the same
 moment travel together. A frame is::
 
     header  <B kind><Q call id><H name length><I buffer count>
@@ -109,8 +109,14 @@ def encode_frame(kind: Kind, call_id: int, name: str, parts: list) -> OutFrame:
 
 
 def join_message(frames: list[OutFrame], lane: shared_memory.Lane | None = None) -> bytes:
-    """Packs frames into one message. With a lane, large parts go into its shared memory
-    (inline if no region can be had), and calls invite shared-memory replies."""
+    """Packs frames into one message (see `message_chunks`)."""
+    return b"".join(message_chunks(frames, lane))
+
+
+def message_chunks(frames: list[OutFrame], lane: shared_memory.Lane | None = None) -> list:
+    """The chunks of one message of `frames`, in order: a transport sends them back to back
+    (scatter-gather) or joined. With a lane, large parts go into its shared memory (inline
+    if no region can be had), and calls invite shared-memory replies."""
     chunks: list = []
     large: list[tuple[int, int]] = []  # where the length and the bytes of a large part are
     for frame in frames:
@@ -118,18 +124,22 @@ def join_message(frames: list[OutFrame], lane: shared_memory.Lane | None = None)
         if lane is not None and kind == Kind.CALL:
             kind |= _INVITES_SHARED
         parts = frame.parts
+        sizes = [len(part) if type(part) is bytes else memoryview(part).nbytes
+                 for part in parts]
         chunks.append(_HEADER.pack(kind, frame.call_id, len(frame.name), len(parts) - 1))
         chunks.append(frame.name)
-        lengths_at = len(chunks)
-        for k, part in enumerate(parts):
-            size = len(part) if type(part) is bytes else memoryview(part).nbytes
-            chunks.append(_LENGTH.pack(size))
-            if lane is not None and size >= shared_memory.INLINE_LIMIT:
-                large.append((lengths_at + k, lengths_at + len(parts) + k))
+        if lane is None or max(sizes) < shared_memory.INLINE_LIMIT:
+            chunks.append(_lengths_format(len(parts)).pack(*sizes))  # every length at once
+        else:  # a length of its own for each part, so that a shared one can be flagged
+            lengths_at = len(chunks)
+            for k, size in enumerate(sizes):
+                chunks.append(_LENGTH.pack(size))
+                if size >= shared_memory.INLINE_LIMIT:
+                    large.append((lengths_at + k, lengths_at + len(parts) + k))
         chunks.extend(parts)
     if large:
         _share(chunks, large, lane.writer)
-    return b"".join(chunks)
+    return chunks
 
 
 def _share(chunks: list, large: list[tuple[int, int]], writer: shared_memory.Writer) -> None:
@@ -152,7 +162,10 @@ def decode_message(message: bytes, reader: shared_memory.Reader | None = None) -
         memory that is not there.
     """
     try:
-        return _decode_frames(memoryview(message), reader)
+        frames = _decode_frames(memoryview(message), reader)
+        if not frames:
+            raise ValueError("a message holds at least one frame")
+        return frames
     except (struct.error, UnicodeDecodeError, ValueError, KeyError) as e:
         raise ValueError(f"Malformed courier message ({len(message)} bytes): {e}") from e
 

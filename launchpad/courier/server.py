@@ -36,7 +36,7 @@ from typing import Any
 import grpc
 from absl import logging
 
-from launchpad.courier import errors, serialization, shared_memory, transport
+from launchpad.courier import errors, serialization, shared_memory, streams, transport
 from launchpad.courier.serialization import Kind
 from launchpad.courier.threads import DaemonThreadPool
 from launchpad.courier.tls import TLS
@@ -91,14 +91,15 @@ class Server:
             self._ready.set()
         self._stopped = threading.Event()
         self._stop_lock = threading.Lock()
-        # Calls received and not yet answered, and the outboxes of open streams: stop() lets
-        # the first drain and then ends the second, so no accepted call loses its reply.
-        self._in_flight = 0
-        self._unanswered: collections.Counter[str] = collections.Counter()  # method -> calls
+        # Calls received and not yet answered, and open streams: stop() lets the first drain
+        # and then ends the second, so no accepted call loses its reply. The calls are a
+        # dict used as a set (one store or delete: atomic, no lock on the hot path); stop()
+        # is woken as they change only once it has begun.
+        self._unanswered: dict[serialization.Frame, None] = {}
         self._drained = threading.Condition()
-        # Open streams -> whether their thread waits for the next message (all replied).
-        self._streams: dict[grpc.ServicerContext, bool] = {}
-        self._grpc_server: transport.GrpcServer | None = None
+        # Open streams -> whether they wait for the next message (every reply sent).
+        self._streams: dict[streams.Peer, bool] = {}
+        self._endpoints: transport.Endpoints | None = None
         self._workers: DaemonThreadPool | None = None
         # Tokens of the calls that may run at once (a C-level queue: cheap on the hot path).
         self._call_slots: queue.SimpleQueue = queue.SimpleQueue()
@@ -118,7 +119,7 @@ class Server:
 
     def start(self) -> str:
         """Binds and starts serving; returns the bound address ('host:port')."""
-        if self._grpc_server is not None:
+        if self._endpoints is not None:
             raise RuntimeError(f"Courier server at {self._address} is already started")
         # Handlers run in the context of the thread that started the server, so code served by
         # a node sees that node's context (who am I, my program) on every handler thread.
@@ -126,10 +127,10 @@ class Server:
         # Runs the calls of a message but its last; calls running at once are bounded by
         # _call_slots, not by the number of workers.
         self._workers = DaemonThreadPool(_MAX_WORKERS, thread_name_prefix="courier-worker")
-        self._grpc_server = transport.start_server(self._stream, self._host, self._port,
-                                                    self._tls)
+        self._endpoints = transport.Endpoints(self, self._stream, self._host, self._port,
+                                              self._tls)
         host = f"[{self._host}]" if ":" in self._host else self._host
-        self._address = f"{host}:{self._grpc_server.port}"
+        self._address = f"{host}:{self._endpoints.port}"
         return self._address
 
     def serve(self, obj: Any) -> None:
@@ -145,7 +146,7 @@ class Server:
         Safe to call more than once; returns once the server has stopped and its streams
         have ended (or, for a stream still running a call, after one more second)."""
         with self._stop_lock:
-            if self._stopped.is_set() and self._grpc_server is None:
+            if self._stopped.is_set() and self._endpoints is None:
                 return
             self._stopped.set()
             self._ready.set()  # calls waiting for an object to serve fail now
@@ -155,9 +156,9 @@ class Server:
                 streams = list(self._streams)
             for stream in streams:
                 stream.cancel()  # idle: its thread waits for a message that will not come
-            if self._grpc_server is not None:
-                self._grpc_server.stop(grace=None)
-                self._grpc_server = None
+            if self._endpoints is not None:
+                self._endpoints.stop()
+                self._endpoints = None
             with self._drained:
                 self._drained.wait_for(lambda: not self._streams, timeout=_STREAMS_END_SECS)
             if self._workers is not None:
@@ -166,51 +167,50 @@ class Server:
     def _warn_unanswered(self, grace: float) -> None:
         """Names the calls still running after the grace period (lock held). Their threads
         are left to them and end with their call, or with the process (see threads.py)."""
+        calls = collections.Counter(frame.name for frame in list(self._unanswered))
         running = ", ".join(name if count == 1 else f"{name} (x{count})"
-                            for name, count in sorted(self._unanswered.items()))
+                            for name, count in sorted(calls.items()))
         logging.warning("Courier server at %s stopped with %d call(s) unanswered after %gs "
                         "(%s); they are left to finish and do not keep the process alive",
-                        self._address, self._in_flight, grace,
+                        self._address, len(self._unanswered), grace,
                         f"still running: {running}" if running else "replies not yet sent")
 
     def _quiet(self) -> bool:
         """Every call received has been answered and every reply sent (lock held)."""
-        return self._in_flight == 0 and all(self._streams.values())
+        return not self._unanswered and all(self._streams.values())
 
     def __enter__(self) -> "Server":
-        if self._grpc_server is None:
+        if self._endpoints is None:
             self.start()
         return self
 
     def __exit__(self, *exc_info) -> None:
         self.stop()
 
-    def _stream(self, requests: Iterator[bytes], context: grpc.ServicerContext):
-        if self._token and not hmac.compare_digest(transport.token_of(context), self._token):
-            transport.refuse(context)
-        return self._serve_stream(requests, context, transport.accept_shared_memory(context))
+    # ------------------------------------------------------------------ streams
 
-    def _serve_stream(self, requests: Iterator[bytes], context: grpc.ServicerContext,
-                      lane: shared_memory.Lane | None) -> Iterator[bytes]:
+    def admits(self, token: str) -> bool:
+        """Whether a stream carrying `token` may be served."""
+        return not self._token or hmac.compare_digest(token, self._token)
+
+    def _stream(self, requests: Iterator[bytes], peer: streams.Peer) -> Iterator[list]:
+        """A stream of a socket transport (gRPC or local): refused before anything of it is
+        read unless its token is right."""
+        if not self.admits(peer.token):
+            peer.abort(grpc.StatusCode.PERMISSION_DENIED, streams.REFUSED_DETAILS)
+        return self._serve_stream(requests, peer, peer.accept_shared_memory())
+
+    def _serve_stream(self, requests: Iterator[bytes], peer: streams.Peer,
+                      lane: shared_memory.Lane | None) -> Iterator[list]:
+        """Serves one stream of a socket transport: yields the chunks of each reply."""
         outbox: queue.SimpleQueue = queue.SimpleQueue()
-        self._set_waiting(context, True)
+        self.attach(peer)
         try:
             for message in requests:
-                self._set_waiting(context, False)
-                try:
-                    frames = serialization.decode_message(message, lane.reader if lane else None)
-                except ValueError as e:  # A malformed message: drop this stream only.
-                    logging.warning("Courier server at %s dropped a malformed stream: %s",
-                                    self._address, e)
-                    return
-                reply_lane = None
-                if lane is not None:
-                    lane.writer.reset()  # the client read every reply to its last message
-                    if frames[0].invites_shared_memory:
-                        reply_lane = lane
-                self._start_calls(frames, outbox)
-                yield from _replies(outbox, len(frames), reply_lane)
-                self._set_waiting(context, True)
+                self._set_waiting(peer, False)
+                for reply, _ in self._answer(peer, message, lane, outbox, run_last_here=True):
+                    yield reply
+                self._set_waiting(peer, True)  # the transport has sent the last reply
         except grpc.RpcError as e:
             # The client went away or the server is stopping. grpc keeps the error in the
             # stream's state, which its traceback's frames hold in turn: a cycle that would
@@ -220,24 +220,61 @@ class Server:
         finally:
             if lane is not None:
                 lane.close()
-            with self._drained:
-                self._streams.pop(context, None)
-                self._drained.notify_all()
+            self.detach(peer)
 
-    def _set_waiting(self, context: grpc.ServicerContext, waiting: bool) -> None:
-        self._streams[context] = waiting  # one dict store: atomic, no lock on the hot path
+    def attach(self, peer: streams.Peer) -> None:
+        """Counts a new stream, waiting for its first message."""
+        self._set_waiting(peer, True)
+
+    def detach(self, peer: streams.Peer) -> None:
+        """Forgets a stream that ended."""
+        with self._drained:
+            self._streams.pop(peer, None)
+            self._drained.notify_all()
+
+    def answer(self, peer: streams.Peer, message: bytes, outbox: queue.SimpleQueue,
+               run_last_here: bool) -> Iterator[tuple[list, bool]]:
+        """Answers one message of an in-process stream (in_process.py): its replies, each
+        with whether it is the last; the stream waits again once it has the last."""
+        self._set_waiting(peer, False)
+        for reply, last in self._answer(peer, message, None, outbox, run_last_here):
+            if last:
+                self._set_waiting(peer, True)
+            yield reply, last
+
+    def _answer(self, peer: streams.Peer, message: bytes, lane: shared_memory.Lane | None,
+                outbox: queue.SimpleQueue,
+                run_last_here: bool) -> Iterator[tuple[list, bool]]:
+        """Runs the calls of one message and yields its replies (see `_replies`)."""
+        try:
+            frames = serialization.decode_message(message, lane.reader if lane else None)
+        except ValueError as e:  # A malformed message: end this stream only.
+            logging.warning("Courier server at %s ended a stream with a malformed message: %s",
+                            self._address, e)
+            peer.abort(grpc.StatusCode.INVALID_ARGUMENT, f"courier: {e}")
+        reply_lane = None
+        if lane is not None:
+            lane.writer.reset()  # the client read every reply to its last message
+            if frames[0].invites_shared_memory:
+                reply_lane = lane
+        self._start_calls(frames, outbox, run_last_here)
+        yield from _replies(outbox, len(frames), reply_lane)
+
+    def _set_waiting(self, peer: streams.Peer, waiting: bool) -> None:
+        self._streams[peer] = waiting  # one dict store: atomic, no lock on the hot path
         if waiting and self._stopped.is_set():
             with self._drained:  # stop() waits for every stream to be waiting
                 self._drained.notify_all()
 
-    def _start_calls(self, frames: list, outbox: queue.SimpleQueue) -> None:
-        """Runs a message's calls: all but the last on workers, the last on this thread."""
-        with self._drained:
-            accepted = not self._stopped.is_set()
-            if accepted:
-                self._in_flight += len(frames)
-                self._unanswered.update(frame.name for frame in frames)
-        if not accepted:
+    def _start_calls(self, frames: list, outbox: queue.SimpleQueue,
+                     run_last_here: bool) -> None:
+        """Runs a message's calls: all but the last on workers, the last on this thread
+        (unless `run_last_here` is off: then on a worker too)."""
+        # A stop that begins after this check waits for these calls: their stream is not
+        # waiting (it has a message), and the calls are unanswered before it returns.
+        if not self._stopped.is_set():
+            self._unanswered.update(dict.fromkeys(frames))
+        else:
             for frame in frames:
                 outbox.put(_error_frame(frame.call_id, errors.ServerUnavailableError(
                     f"Courier server at {self._address} is stopping; {frame.name!r} was not "
@@ -246,7 +283,10 @@ class Server:
         *others, last = frames
         for frame in others:
             self._workers.submit(self._run, frame, outbox)
-        self._run(last, outbox)
+        if run_last_here:
+            self._run(last, outbox)
+        else:
+            self._workers.submit(self._run, last, outbox)
 
     def _run(self, frame: serialization.Frame, outbox: queue.SimpleQueue) -> None:
         token = self._call_slots.get()
@@ -258,7 +298,8 @@ class Server:
     def _handle(self, frame: serialization.Frame, outbox: queue.SimpleQueue) -> None:
         name = frame.name
         try:
-            self._ready.wait()
+            if not self._ready.is_set():  # (a set event's wait still takes its lock)
+                self._ready.wait()
             if self._obj is None:
                 raise errors.ServerUnavailableError(
                     f"Courier server at {self._address} stopped before serving {name!r}")
@@ -268,24 +309,20 @@ class Server:
             method = getattr(method, "__courier_submit__", method)
             result = method(*args, **kwargs)
         except BaseException as e:  # noqa: BLE001 - every failure goes back to the caller
-            self._reply(outbox, name, _error_frame(frame.call_id, e))
+            self._reply(outbox, frame, _error_frame(frame.call_id, e))
             return
         if isinstance(result, concurrent.futures.Future):
             result.add_done_callback(
-                lambda f: self._reply(outbox, name, _future_frame(frame.call_id, name, f)))
+                lambda f: self._reply(outbox, frame, _future_frame(frame.call_id, name, f)))
         else:
-            self._reply(outbox, name, _result_frame(frame.call_id, name, result))
+            self._reply(outbox, frame, _result_frame(frame.call_id, name, result))
 
-    def _reply(self, outbox: queue.SimpleQueue, method: str, frames: list) -> None:
+    def _reply(self, outbox: queue.SimpleQueue, call: serialization.Frame,
+               frames: list) -> None:
         outbox.put(frames)
-        with self._drained:
-            self._in_flight -= 1
-            left = self._unanswered[method] - 1
-            if left:
-                self._unanswered[method] = left
-            else:
-                del self._unanswered[method]
-            if self._in_flight == 0:
+        del self._unanswered[call]
+        if self._stopped.is_set():
+            with self._drained:  # stop() waits for the calls to be answered
                 self._drained.notify_all()
 
     def _method(self, name: str):
@@ -309,16 +346,21 @@ def _load_arguments(frame: serialization.Frame) -> tuple[tuple, dict]:
 
 
 def _replies(outbox: queue.SimpleQueue, count: int,
-             lane: shared_memory.Lane | None) -> Iterator[bytes]:
-    """Yields `count` replies, as few messages as possible: each holds every reply ready.
-    Large parts go through `lane` when the client invited that."""
+             lane: shared_memory.Lane | None) -> Iterator[tuple[list, bool]]:
+    """Yields `count` replies, as few messages as possible (each the chunks of a message
+    holding every reply ready), and whether it is the last. Large parts go through `lane`
+    when the client invited that. A None in the outbox means the stream was cancelled
+    (in_process.py)."""
     while count:
         frames = outbox.get()
         count -= 1
-        while count and not outbox.empty():
-            frames = frames + outbox.get()
+        while frames is not None and count and not outbox.empty():
+            more = outbox.get()
+            frames = None if more is None else frames + more
             count -= 1
-        yield serialization.join_message(frames, lane)
+        if frames is None:
+            raise streams.StreamBroken(grpc.StatusCode.CANCELLED, "the stream was cancelled")
+        yield serialization.message_chunks(frames, lane), not count
 
 
 def _result_frame(call_id: int, method: str, result: Any) -> list[serialization.OutFrame]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import hashlib
 import os
 import re
 from typing import Union
@@ -156,3 +157,13 @@ def _read_pem(field: str, source: PemSource, kind: str) -> bytes:
     if not re.search(rb"-----BEGIN [A-Z0-9 ]*" + kind.encode() + rb"-----", data):
         raise ValueError(f"TLS {field}: {origin} is not PEM (no '-----BEGIN {kind}-----' line)")
     return data
+
+
+def tls_tag(tls: TLS | None) -> str:
+    """What tells one TLS from any other (and from none): a fast path is only taken by a
+    client whose TLS is the server's own (as a program's nodes share one); any other goes
+    through gRPC, whose handshake accepts or refuses it."""
+    if tls is None:
+        return ""
+    kind = f"{type(tls).__module__}.{type(tls).__qualname__}|{tls.server_name}|".encode()
+    return hashlib.sha256(kind + tls.ca + tls.cert).hexdigest()

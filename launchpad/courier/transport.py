@@ -1,343 +1,86 @@
-"""The gRPC transport behind courier, kept in one module so it can be replaced.
+"""Every transport of a server at once, and for a client the fastest that reaches it.
 
-Every call travels on a long-lived bidirectional gRPC stream. Both directions carry messages
-made of one or more frames (see serialization.py); calls are matched to results by id, so
-calls queued together travel as one message. One message each way per call is what makes a
-stream cheaper than a unary gRPC call in Python (see shared/notes/STACK.md).
+A courier server is reachable three ways (`Endpoints`): through gRPC on its port (from any
+host), through a Unix socket (local_transport.py, from its own host) and directly (in_process.py,
+from its own process). A client opens the fastest channel that reaches the server it names
+(`open_channel`): in-process, else local, else gRPC. The semantics are the same on each
+(the same messages, errors, timeouts, cancellation and token); only the cost differs.
 
-A client stream (`Stream`) is driven by the thread that uses it: that thread sends a message
-and waits for the reply on the stream's own completion queue. grpcio's public streaming API
-would instead involve three more threads per call (one consuming the request iterator, the
-channel's thread polling completions, one reading replies), and on a small machine those
-hand-offs cost more than the call itself: driving the stream from the caller halves the
-client's CPU per call. This uses grpcio's Cython layer (`segregated_call`, the same primitive
-its blocking unary calls use), which is why pyproject.toml pins grpcio to the versions where
-that layer has this shape; `tests/courier/test_transport.py` checks it.
-
-The secret token travels as call metadata when the stream opens: a stream without the right
-token is aborted before any message on it is read, so nothing from an unauthenticated peer is
-ever unpickled.
-
-Between processes of one host, a stream also gets a shared-memory lane for its large parts
-(shared_memory.py): the client's offer travels in the stream's metadata beside the token, and
-the server's answer in its initial metadata.
-
-With a `TLS` (tls.py), the channel is a TLS one and the server's port accepts only TLS clients
-that present a certificate of its CA; that choice is made once, when the channel or port is
-made, so streams, the token and the lane work the same either way and a plaintext call costs
-exactly what it did. (The lane stays: it needs the same host and a peer allowed to read this
-process's memory files, which is more than TLS proves.)
+The choice can be narrowed, per client (`Client(transport=...)`) or per process (the
+environment variable `LAUNCHPAD_COURIER_TRANSPORT`): `auto` (the default) as above, `local`
+never in-process (a socket even to a server of this process), `grpc` gRPC everywhere, for
+debugging and for comparison.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import os
 
-import grpc
-from grpc import _common as grpc_common
-from grpc._cython import cygrpc
-
-from launchpad.courier import allocator, errors, shared_memory
-from launchpad.courier.threads import DaemonThreadPool
+from launchpad.courier import grpc_transport, in_process, streams
+from launchpad.courier.local_transport import LocalChannel, LocalServer
 from launchpad.courier.tls import TLS
 
-STREAM_METHOD = "/launchpad.courier.Courier/Stream"
-TOKEN_METADATA_KEY = "x-courier-token"
-SHARED_MEMORY_METADATA_KEY = "x-courier-shared-memory"
-# A method no server serves: a call of it only ever learns why a channel cannot connect.
-_PROBE_METHOD = "/launchpad.courier.Courier/ConnectProbe"
-_PROBE_SECS = 1.0
-
-_MESSAGE_OPTIONS = [
-    ("grpc.max_send_message_length", -1),
-    ("grpc.max_receive_message_length", -1),
-]
-_CLIENT_OPTIONS = _MESSAGE_OPTIONS + [
-    # Detect a peer that vanished without closing its socket (host lost, network cut).
-    ("grpc.keepalive_time_ms", 20_000),
-    ("grpc.keepalive_timeout_ms", 10_000),
-    ("grpc.keepalive_permit_without_calls", 1),
-    ("grpc.http2.max_pings_without_data", 0),
-    # Reconnect quickly when a restarted server comes back.
-    ("grpc.initial_reconnect_backoff_ms", 100),
-    ("grpc.max_reconnect_backoff_ms", 2_000),
-]
-_SERVER_OPTIONS = _MESSAGE_OPTIONS + [
-    # Without this gRPC sets SO_REUSEPORT and two servers silently share one port.
-    ("grpc.so_reuseport", 0),
-    ("grpc.http2.min_recv_ping_interval_without_data_ms", 5_000),
-    ("grpc.http2.max_ping_strikes", 0),
-    ("grpc.keepalive_permit_without_calls", 1),
-]
-# Each open stream holds one of these threads for its lifetime; handlers run elsewhere.
-_MAX_STREAMS = 4096
-
-StreamHandler = Callable[[Iterator[bytes], grpc.ServicerContext], Iterator[bytes]]
+ENV_TRANSPORT = "LAUNCHPAD_COURIER_TRANSPORT"
+MODES = ("auto", "local", "grpc")
 
 
-class GrpcServer:
-    """A started gRPC server and the threads that run its streams."""
+def mode_of(option: str | None) -> str:
+    """The transport mode a client uses: `option`, else the environment's, else auto.
 
-    def __init__(self, server: grpc.Server, pool: DaemonThreadPool, port: int):
-        self.port = port
-        self._server = server
-        self._pool = pool
-
-    def stop(self, grace: float | None) -> None:
-        self._server.stop(grace).wait()
-        # Stream threads run calls: one stuck in user code must not hold up the stop (a
-        # thread cannot be killed); it ends when its call returns, or with the process.
-        self._pool.shutdown(wait=False)
-
-
-def start_server(handler: StreamHandler, host: str, port: int,
-                 tls: TLS | None = None) -> GrpcServer:
-    """Starts a gRPC server whose only method is the courier stream; with `tls`, its port
-    accepts only TLS connections from clients with a certificate of the TLS's CA."""
-    allocator.retain_freed_memory()
-    method = grpc.stream_stream_rpc_method_handler(handler)
-    service = grpc.method_handlers_generic_handler(
-        STREAM_METHOD.split("/")[1], {STREAM_METHOD.split("/")[2]: method})
-    pool = DaemonThreadPool(_MAX_STREAMS, thread_name_prefix="courier-stream")
-    server = grpc.server(pool, handlers=[service], options=_SERVER_OPTIONS)
-    target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    try:
-        if tls is None:
-            bound = server.add_insecure_port(target)
-        else:
-            bound = server.add_secure_port(target, tls.server_credentials())
-    except RuntimeError as e:
-        pool.shutdown()
-        # gRPC reports credentials it cannot use as a failure to bind, too.
-        unusable = "" if tls is None else " (or the TLS key is not that of its certificate)"
-        raise errors.AddressInUseError(
-            f"Cannot bind a courier server to {target}: {e}{unusable}") from e
-    if bound == 0:
-        pool.shutdown()
-        raise errors.AddressInUseError(
-            f"Cannot bind a courier server to {target}: the port is in use or not available")
-    server.start()
-    return GrpcServer(server, pool, bound)
-
-
-def token_of(context: grpc.ServicerContext) -> str:
-    return _metadata_value(context.invocation_metadata(), TOKEN_METADATA_KEY)
-
-
-def _metadata_value(metadata, wanted: str) -> str:
-    for key, value in metadata or ():
-        if key == wanted:
-            return value
-    return ""
-
-
-def accept_shared_memory(context: grpc.ServicerContext) -> shared_memory.Lane | None:
-    """The server's side of a stream's shared-memory lane: if the client offered one and its
-    probe is readable from here, answers with this process's probe and returns the lane."""
-    offer = _metadata_value(context.invocation_metadata(), SHARED_MEMORY_METADATA_KEY)
-    if not offer or not shared_memory.enabled():
-        return None
-    peer = shared_memory.verify_probe(offer)
-    if peer is None:
-        return None
-    try:
-        context.send_initial_metadata(((SHARED_MEMORY_METADATA_KEY, shared_memory.local_probe()),))
-    except grpc.RpcError:  # the client is gone already
-        return None
-    return shared_memory.Lane(peer)
-
-
-def refuse(context: grpc.ServicerContext) -> None:
-    context.abort(grpc.StatusCode.PERMISSION_DENIED, "courier: missing or wrong secret token")
-
-
-def open_channel(address: str, compress: bool, tls: TLS | None = None) -> grpc.Channel:
-    """A channel to `address`; with `tls`, a TLS one that presents the TLS's certificate and
-    expects the server's to name `tls.server_name` (not the address: see tls.py)."""
-    allocator.retain_freed_memory()
-    compression = grpc.Compression.Gzip if compress else None
-    if tls is None:
-        return grpc.insecure_channel(address, options=_CLIENT_OPTIONS, compression=compression)
-    options = _CLIENT_OPTIONS + [("grpc.ssl_target_name_override", tls.server_name)]
-    return grpc.secure_channel(address, tls.channel_credentials(), options=options,
-                               compression=compression)
-
-
-def wait_until_ready(channel: grpc.Channel, timeout: float) -> bool:
-    """Waits up to `timeout` seconds for the channel to connect; True if it did."""
-    ready = grpc.channel_ready_future(channel)
-    try:
-        ready.result(timeout=timeout)
-        return True
-    except grpc.FutureTimeoutError:
-        ready.cancel()  # stops its polling thread before the caller closes the channel
-        return False
-
-
-def channel_is_ready(channel: grpc.Channel) -> bool:
-    """Whether the channel's connection is up (a cheap, non-blocking check).
-
-    A channel leaves READY when its connection goes away, and every stream on that connection
-    is then dead, so a client checks before it uses a stream nobody has watched meanwhile.
+    Raises:
+      ValueError: the option or the environment variable is not one of MODES.
     """
-    return _state(channel) == cygrpc.ConnectivityState.ready
+    if option is not None:
+        if option not in MODES:
+            raise ValueError(f"transport must be one of {', '.join(MODES)}; got {option!r}")
+        return option
+    value = os.environ.get(ENV_TRANSPORT, "").strip().lower() or "auto"
+    if value not in MODES:
+        raise ValueError(f"{ENV_TRANSPORT} must be one of {', '.join(MODES)}; got {value!r}")
+    return value
 
 
-def connect_failure(channel: grpc.Channel) -> str:
-    """Why the channel's last attempt to connect failed, in gRPC's words (a refused
-    connection, a failed TLS handshake and its reason), or "" if it is not failing.
-
-    gRPC tells only to a call: one that does not wait for the channel to be ready fails at
-    once on a failing channel, with that reason, before it reaches any server.
-    """
-    if _state(channel) != cygrpc.ConnectivityState.transient_failure:
-        return ""
-    try:
-        channel.unary_unary(_PROBE_METHOD)(b"", timeout=_PROBE_SECS, wait_for_ready=False)
-    except grpc.RpcError as e:
-        if e.code() == grpc.StatusCode.UNAVAILABLE:  # not if it connected meanwhile
-            return e.details() or ""
-    return ""
+def fast_channel(address: str, tls: TLS | None, mode: str) -> streams.Channel | None:
+    """A channel to the server at `address` that avoids gRPC, if one reaches it now."""
+    if mode == "auto":
+        found = in_process.InProcessChannel.find(address, tls)
+        if found is not None:
+            return found
+    if mode in ("auto", "local"):
+        return LocalChannel.find(address, tls)
+    return None
 
 
-def _state(channel: grpc.Channel):
-    try:
-        return channel._channel.check_connectivity_state(False)
-    except ValueError:  # the channel was closed
-        return None
+def open_channel(address: str, *, compress: bool = False, tls: TLS | None = None,
+                 mode: str = "auto") -> streams.Channel:
+    """The fastest channel to the server at `address` there is now (gRPC if no other)."""
+    return (fast_channel(address, tls, mode)
+            or grpc_transport.GrpcChannel(address, compress, tls))
 
 
-class StreamBroken(Exception):
-    """The stream ended or failed; `code` and `details` are its final gRPC status."""
+class Endpoints:
+    """One server's listeners on every transport, bound together to one port.
 
-    def __init__(self, code: grpc.StatusCode | None, details: str):
-        super().__init__(f"{code.name if code else 'unknown status'}: {details}")
-        self.code = code
-        self.details = details
-
-
-_START, _INITIAL_METADATA, _STATUS, _EXCHANGE, _RECEIVE = (
-    "start", "initial-metadata", "status", "exchange", "receive")
-_NO_FLAGS = 0
-
-
-class Stream:
-    """One courier stream on a channel, driven by one thread at a time.
-
-    The driving thread calls `exchange` (send a message, wait for the first reply) and then
-    `receive` for further replies. Any thread may `cancel`: the driver's wait then ends with
-    `StreamBroken`. A stream that broke, or that its driver no longer needs, must be
-    `finish`ed by the thread that owns it: that waits for the outstanding operations, which
-    frees the stream's completion queue.
-
-    Streams never wait for the channel to be ready: the connection waits (bounded) before it
-    opens any, and a stream opened after its server went away must fail, not wait forever for
-    a server that may never come back.
-
-    With `offer_shared_memory`, the stream offers the server a shared-memory lane; `lane` is
-    set once the server has accepted and its probe checked out (by the first reply, at the
-    latest by the second), and is closed when the stream finishes.
+    The gRPC port is bound first (it picks the port); the local socket and the in-process
+    entry are in place before gRPC accepts anything, so a client that reached the server
+    through gRPC finds the faster ways too.
     """
 
-    def __init__(self, channel: grpc.Channel, token: str, offer_shared_memory: bool = False):
-        self._due = {_START, _INITIAL_METADATA, _STATUS}
-        self._status: StreamBroken | None = None
-        self.lane: shared_memory.Lane | None = None
-        metadata = ((TOKEN_METADATA_KEY, token),)
-        probe = shared_memory.local_probe() if offer_shared_memory else None
-        if probe is not None:
-            metadata += ((SHARED_MEMORY_METADATA_KEY, probe),)
-        operations = (
-            ((cygrpc.SendInitialMetadataOperation(metadata, _NO_FLAGS),), _START),
-            ((cygrpc.ReceiveInitialMetadataOperation(_NO_FLAGS),), _INITIAL_METADATA),
-            ((cygrpc.ReceiveStatusOnClientOperation(_NO_FLAGS),), _STATUS),
-        )
-        self._call = channel._channel.segregated_call(
-            cygrpc.PropagationConstants.GRPC_PROPAGATE_DEFAULTS, STREAM_METHOD.encode(),
-            None, None, None, None, operations, None, None)
+    def __init__(self, target: in_process.Target, handler: grpc_transport.StreamHandler,
+                 host: str, port: int, tls: TLS | None):
+        self._grpc = grpc_transport.bind_server(handler, host, port, tls)
+        self.port = self._grpc.port
+        self._host = host
+        self._target = target
+        self._local = LocalServer.bind(handler, host, self.port, tls)
+        if self._local is not None:
+            self._local.start()
+        in_process.register(host, self.port, tls, target)
+        self._grpc.start()
 
-    def exchange(self, message: bytes) -> bytes:
-        """Sends one message and waits for the next reply; raises StreamBroken."""
-        self._start((cygrpc.SendMessageOperation(message, _NO_FLAGS),
-                     cygrpc.ReceiveMessageOperation(_NO_FLAGS)), _EXCHANGE)
-        return self._wait_for_message(_EXCHANGE)
-
-    def receive(self) -> bytes:
-        """Waits for the next reply; raises StreamBroken."""
-        self._start((cygrpc.ReceiveMessageOperation(_NO_FLAGS),), _RECEIVE)
-        return self._wait_for_message(_RECEIVE)
-
-    def cancel(self) -> None:
-        """Ends the stream; safe from any thread, at any time, more than once."""
-        self._call.cancel(cygrpc.StatusCode.cancelled, "courier: the client ended the stream")
-
-    def finish(self) -> StreamBroken:
-        """Cancels the stream and waits until nothing of it is outstanding (driver only);
-        returns why it ended."""
-        if self._due:
-            self.cancel()
-        while self._due:
-            self._next_event()
-        if self.lane is not None:
-            self.lane.close()
-            self.lane = None
-        return self._status or StreamBroken(None, "the stream was cancelled")
-
-    def _start(self, operations: tuple, tag: str) -> None:
-        if self._status is not None or not self._call.operate(operations, tag):
-            raise self.finish()
-        self._due.add(tag)
-
-    def _wait_for_message(self, tag: str) -> bytes:
-        while True:
-            event = self._next_event()
-            if event.tag != tag:
-                if event.tag == _STATUS:
-                    raise self.finish()
-                continue  # the stream's start: nothing to do
-            message = None
-            if event.success:
-                for operation in event.batch_operations:
-                    if operation.type() == cygrpc.OperationType.receive_message:
-                        message = operation.message()
-            if message is None:  # the server ended the stream (its status explains why)
-                raise self.finish()
-            return message
-
-    def _next_event(self):
-        try:
-            event = self._call.next_event()
-        except BaseException:  # e.g. KeyboardInterrupt: grpcio has already freed the call
-            self._due.clear()
-            self._status = StreamBroken(None, "the wait for the stream was interrupted")
-            raise
-        self._due.discard(event.tag)
-        if event.tag == _INITIAL_METADATA and event.success:
-            self._accept_lane(event)
-        elif event.tag == _STATUS:
-            for operation in event.batch_operations:
-                if operation.type() == cygrpc.OperationType.receive_status_on_client:
-                    code = grpc_common.CYGRPC_STATUS_CODE_TO_STATUS_CODE.get(operation.code())
-                    self._status = StreamBroken(code, operation.details() or "")
-        return event
-
-    def _accept_lane(self, event) -> None:
-        for operation in event.batch_operations:
-            if operation.type() == cygrpc.OperationType.receive_initial_metadata:
-                answer = _metadata_value(operation.initial_metadata(),
-                                         SHARED_MEMORY_METADATA_KEY)
-                peer = shared_memory.verify_probe(answer) if answer else None
-                if peer is not None:
-                    self.lane = shared_memory.Lane(peer)
-
-
-def error_for_broken_stream(error: StreamBroken, address: str) -> errors.CourierError:
-    """Maps the status that ended a stream to the courier error of the calls on it."""
-    if error.code == grpc.StatusCode.PERMISSION_DENIED:
-        return errors.PermissionDeniedError(
-            f"Courier server at {address} refused the call: missing or wrong secret token "
-            "(is the client from another program or launch?)")
-    if error.code == grpc.StatusCode.OK:
-        return errors.ServerUnavailableError(f"Courier server at {address} closed the connection")
-    return errors.ServerUnavailableError(
-        f"Courier server at {address} is unreachable or went away before answering ({error})")
+    def stop(self) -> None:
+        """Stops accepting on every transport, then stops gRPC (its streams end)."""
+        in_process.unregister(self._host, self.port, self._target)
+        if self._local is not None:
+            self._local.stop()
+        self._grpc.stop(grace=None)

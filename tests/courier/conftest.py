@@ -4,6 +4,11 @@
 `connect(target, **client_kwargs)` returns a `courier.Client` of a server (or of an address).
 Every server and client a test makes through them is stopped or closed when the test ends, and
 every `Blocker` handed out is released first, so no handler thread stays blocked.
+
+A module that uses `courier_transport` (or `socket_transport`) runs each of its tests once per
+transport: the clients of the test's own servers are narrowed to it (transport.py's
+environment variable), and at the end every one of them that is still connected is checked
+to have used that transport, so a client that silently took another one fails its test.
 """
 
 from __future__ import annotations
@@ -14,9 +19,12 @@ import threading
 import pytest
 
 from launchpad import courier
-from launchpad.courier import transport
+from launchpad.courier import streams, transport
 
 TOKEN = "test-secret-token"
+# Each transport, and what the environment variable says to get it for a server of this
+# process.
+TRANSPORTS = {"in-process": "auto", "local": "local", "grpc": "grpc"}
 
 
 def assert_reconnects(client) -> None:
@@ -31,18 +39,42 @@ def assert_reconnects(client) -> None:
                 raise
 
 
-def assert_server_ends_stream(stream: transport.Stream, message: bytes) -> None:
-    """Sends `message` on a raw stream and asserts the server ends that stream (an error status
-    or a clean end) within 5 s, rather than answering or hanging."""
+def assert_server_ends_stream(stream: streams.ClientStream,
+                              message: bytes) -> streams.StreamBroken:
+    """Sends `message` on a raw stream and asserts the server ends that stream within 5 s,
+    rather than answering or hanging; returns how it ended."""
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        reply = pool.submit(stream.exchange, message)
+        reply = pool.submit(stream.exchange, [message])
         done = concurrent.futures.wait([reply], timeout=5).done
         if not done:
             stream.cancel()
         assert done, "the server did not end the stream"
-        with pytest.raises(transport.StreamBroken):
+        with pytest.raises(streams.StreamBroken) as info:
             reply.result()
     stream.finish()
+    return info.value
+
+
+def open_raw_channel(server: courier.Server, kind: str) -> streams.Channel:
+    """A channel of transport `kind` to `server`, connected (the caller closes it)."""
+    channel = transport.open_channel(server.address, mode=TRANSPORTS[kind])
+    assert channel.kind == kind
+    assert channel.wait_until_ready(10)
+    return channel
+
+
+@pytest.fixture(params=list(TRANSPORTS))
+def courier_transport(request, monkeypatch) -> str:
+    """Each transport in turn, for the clients of this test's own servers."""
+    monkeypatch.setenv(transport.ENV_TRANSPORT, TRANSPORTS[request.param])
+    return request.param
+
+
+@pytest.fixture(params=["local", "grpc"])
+def socket_transport(request, monkeypatch) -> str:
+    """Each transport between processes in turn (those with a shared-memory lane)."""
+    monkeypatch.setenv(transport.ENV_TRANSPORT, TRANSPORTS[request.param])
+    return request.param
 
 
 class Blocker:
@@ -124,20 +156,28 @@ def serve():
 
 
 @pytest.fixture
-def connect():
+def connect(request):
     """Factory: a client of a server (or of an address string); closed after the test."""
     clients: list[courier.Client] = []
+    of_own_servers: list[courier.Client] = []
 
     def make(target, **client_kwargs) -> courier.Client:
         address = target.address if isinstance(target, courier.Server) else target
         client_kwargs.setdefault("connect_timeout", 5.0)
         client = courier.Client(address, **client_kwargs)
         clients.append(client)
+        if isinstance(target, courier.Server) and "transport" not in client_kwargs:
+            of_own_servers.append(client)
         return client
 
     yield make
+    expected = (request.node.funcargs.get("courier_transport")
+                or request.node.funcargs.get("socket_transport"))
+    used = {client.transport for client in of_own_servers} - {None}
     for client in clients:
         client.close()
+    if expected is not None:
+        assert used <= {expected}, f"clients used {used}, not only {expected}"
 
 
 @pytest.fixture

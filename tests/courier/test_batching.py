@@ -14,7 +14,7 @@ import pytest
 from launchpad import courier
 from launchpad.courier import batched_handler
 
-pytestmark = pytest.mark.timeout(30)
+pytestmark = [pytest.mark.timeout(30), pytest.mark.usefixtures("courier_transport")]
 
 Point = collections.namedtuple("Point", ["x", "y"])
 

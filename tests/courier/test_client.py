@@ -18,7 +18,7 @@ from launchpad import courier
 from launchpad.courier import errors
 from tests.courier.conftest import TOKEN
 
-pytestmark = pytest.mark.timeout(30)
+pytestmark = [pytest.mark.timeout(30), pytest.mark.usefixtures("courier_transport")]
 
 
 def _unused_address() -> str:
@@ -589,3 +589,30 @@ def test_a_call_through_a_resolver_that_fails_at_once_gets_its_error(wait_for_re
         with pytest.raises(ConnectionRefusedError, match="that node has ended"):
             client.anything()
     client.close()
+
+
+def test_the_calls_travel_on_the_transport_of_this_run(client, courier_transport):
+    assert client.transport is None  # not connected yet
+    assert client.ping() == "pong"
+    assert client.transport == courier_transport
+    assert client.futures.add(1, 2).result(timeout=10) == 3
+    assert client.transport == courier_transport
+
+
+def test_an_unknown_transport_option_is_refused_at_construction():
+    with pytest.raises(ValueError, match="transport must be one of auto, local, grpc"):
+        courier.Client("127.0.0.1:1", transport="udp")
+
+
+def test_calls_in_flight_reuse_their_streams(client):
+    """Calls kept in flight (16 at a time, each replaced as it completes) travel on a few
+    streams reused over and over, never on a new stream per call."""
+    window = threading.Semaphore(16)
+    futures = []
+    for _ in range(2000):
+        window.acquire()
+        future = client.futures.ping()
+        future.add_done_callback(lambda _: window.release())
+        futures.append(future)
+    assert all(future.result(timeout=30) == "pong" for future in futures)
+    assert len(client._slot.connection._streams) <= 17

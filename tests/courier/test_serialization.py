@@ -63,8 +63,9 @@ def test_several_frames_with_buffers_round_trip_in_one_message():
     assert frames[3].load() is None
 
 
-def test_empty_message_has_no_frames():
-    assert serialization.decode_message(b"") == []
+def test_an_empty_message_is_malformed():
+    with pytest.raises(ValueError, match="at least one frame"):
+        serialization.decode_message(b"")
 
 
 def test_decoded_arrays_are_read_only_views_of_the_message():

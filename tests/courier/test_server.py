@@ -6,18 +6,17 @@ import concurrent.futures
 import contextlib
 import contextvars
 import gc
-import struct
 import threading
 import time
 
 import pytest
 
 from launchpad import courier
-from launchpad.courier import shared_memory, transport
-from tests.courier.conftest import TOKEN, Service, assert_reconnects, assert_server_ends_stream
+from launchpad.courier import shared_memory
+from tests.courier.conftest import TOKEN, Service, assert_reconnects
 from tests.hostile import MkdirOnUnpickle
 
-pytestmark = pytest.mark.timeout(30)
+pytestmark = [pytest.mark.timeout(30), pytest.mark.usefixtures("courier_transport")]
 
 NODE_NAME = contextvars.ContextVar("NODE_NAME", default="unset")
 
@@ -244,27 +243,6 @@ def test_client_reconnects_to_a_new_server_on_the_same_port(serve, connect, serv
     assert_reconnects(client)
     assert replacement.calls == 1
     assert client.add(2, 2) == 4
-
-
-# --- Malformed input ---
-
-def _bad_kind_message() -> bytes:
-    return struct.pack("<BQHI", 99, 1, 0, 0) + struct.pack("<Q", 0)
-
-
-def _truncated_header_message() -> bytes:
-    return b"\x01\x02\x03"
-
-
-@pytest.mark.parametrize("message", [_bad_kind_message(), _truncated_header_message()],
-                         ids=["bad-kind", "truncated-header"])
-def test_malformed_message_ends_its_stream_and_server_keeps_serving(client, server, message):
-    channel = transport.open_channel(server.address, compress=False)
-    try:
-        assert_server_ends_stream(transport.Stream(channel, TOKEN), message)
-    finally:
-        channel.close()
-    assert client.ping() == "pong"
 
 
 class _Echo:

@@ -18,12 +18,13 @@ import textwrap
 import numpy as np
 import pytest
 
-from launchpad.courier import errors, serialization, shared_memory, transport
+from launchpad.courier import errors, serialization, shared_memory, streams
 from launchpad.courier.serialization import Kind
-from tests.courier.conftest import TOKEN, assert_server_ends_stream
+from tests.courier.conftest import TOKEN, assert_server_ends_stream, open_raw_channel
 
 pytestmark = [
     pytest.mark.timeout(60),
+    pytest.mark.usefixtures("socket_transport"),
     pytest.mark.skipif(not shared_memory.enabled(), reason="needs Linux memfd and /proc"),
 ]
 
@@ -245,12 +246,12 @@ def test_when_no_region_can_be_had_parts_travel_inline(serve, connect, monkeypat
     assert _regions() == regions_before
 
 
-def _stream_with_lane(channel) -> transport.Stream:
+def _stream_with_lane(channel) -> streams.ClientStream:
     """A raw stream that has agreed on a lane with its server."""
-    stream = transport.Stream(channel, TOKEN, offer_shared_memory=True)
+    stream = channel.open_stream(TOKEN, offer_shared_memory=True)
     frame = serialization.encode_frame(
         Kind.CALL, 1, "identity", serialization.dumps_call_arguments("identity", (1,), {}))
-    stream.exchange(serialization.join_message([frame]))
+    stream.exchange([serialization.join_message([frame])])
     assert stream.lane is not None
     return stream
 
@@ -261,9 +262,10 @@ def _large_call(lane: shared_memory.Lane) -> bytes:
     return serialization.join_message([frame], lane)
 
 
-def test_a_reference_to_a_region_that_is_gone_drops_only_its_stream(serve, connect):
+def test_a_reference_to_a_region_that_is_gone_drops_only_its_stream(serve, connect,
+                                                                     socket_transport):
     server = serve(Arrays(), token=TOKEN)
-    channel = transport.open_channel(server.address, compress=False)
+    channel = open_raw_channel(server, socket_transport)
     try:
         stream = _stream_with_lane(channel)
         message = _large_call(stream.lane)
@@ -274,12 +276,13 @@ def test_a_reference_to_a_region_that_is_gone_drops_only_its_stream(serve, conne
     assert connect(server, token=TOKEN).sum(np.ones(3)) == 3.0
 
 
-def test_a_shared_part_on_a_stream_without_a_lane_drops_only_its_stream(serve, connect):
+def test_a_shared_part_on_a_stream_without_a_lane_drops_only_its_stream(serve, connect,
+                                                                         socket_transport):
     server = serve(Arrays(), token=TOKEN)
-    channel = transport.open_channel(server.address, compress=False)
+    channel = open_raw_channel(server, socket_transport)
     own_lane = shared_memory.Lane(os.getpid())
     try:
-        stream = transport.Stream(channel, TOKEN)  # offers nothing
+        stream = channel.open_stream(TOKEN)  # offers nothing
         assert_server_ends_stream(stream, _large_call(own_lane))
     finally:
         own_lane.close()

@@ -21,7 +21,8 @@ from tests.hostile import MkdirOnUnpickle
 
 x509 = pytest.importorskip("cryptography.x509")
 
-pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("no_leaked_threads")]
+pytestmark = [pytest.mark.timeout(60),
+              pytest.mark.usefixtures("no_leaked_threads", "courier_transport")]
 
 # A refused connection is retried until connect_timeout: short here, so a refusal shows soon.
 CONNECT_TIMEOUT = 1.0

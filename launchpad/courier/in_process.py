@@ -1,0 +1,161 @@
+"""The in-process transport: a client of a server in its own process calls it directly.
+
+Colocated nodes, local_mt programs and a launcher talking to its own nodes call servers of
+their own process; a socket between two threads of one process costs two thread switches
+and the GIL passed back and forth per call. Here a stream hands each message to the server
+itself: the message is still the bytes of serialization.py (arguments and results are
+copied through pickling, never shared, exactly as between processes), and the server runs
+its calls as it does for any stream (server.py, `Server._answer`), with one difference: a
+blocking call without a deadline runs on the calling thread itself (`caller_waits`), which
+costs no thread switch at all. A call with a deadline, and every future, runs on the
+server's threads, so that a timeout, a cancellation or the server's stop ends the caller's
+wait as on any transport. (A call run on the calling thread sees the server stop when it
+returns: it then fails as a call of a stream the server ended.)
+
+Servers register here by the keys of their address (hosts.py) and their TLS, and leave
+when they stop; a client of another TLS (or none) does not find them and goes through gRPC.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Iterator
+from typing import NoReturn, Protocol
+
+import grpc
+
+from launchpad.courier import hosts, shared_memory, streams
+from launchpad.courier.tls import TLS, tls_tag
+
+
+class Target(Protocol):
+    """What a server offers its in-process streams (server.py implements it)."""
+
+    def admits(self, token: str) -> bool: ...
+
+    def attach(self, peer: streams.Peer) -> None: ...
+
+    def detach(self, peer: streams.Peer) -> None: ...
+
+    def answer(self, peer: streams.Peer, message: bytes, outbox: queue.SimpleQueue,
+               run_last_here: bool) -> Iterator[tuple[list, bool]]: ...
+
+
+_lock = threading.Lock()
+_servers: dict[tuple[str, int], tuple[Target, str]] = {}  # key -> server, its TLS's tag
+
+
+def register(host: str, port: int, tls: TLS | None, target: Target) -> None:
+    with _lock:
+        _servers[(hosts.normalize(host), port)] = (target, tls_tag(tls))
+
+
+def unregister(host: str, port: int, target: Target) -> None:
+    key = (hosts.normalize(host), port)
+    with _lock:
+        if _servers.get(key, (None,))[0] is target:
+            del _servers[key]
+
+
+class InProcessChannel:
+    """The way to a server of this process (streams.Channel)."""
+
+    kind = "in-process"
+
+    def __init__(self, target: Target):
+        self._target = target
+
+    @classmethod
+    def find(cls, address: str, tls: TLS | None) -> InProcessChannel | None:
+        tag = tls_tag(tls)
+        with _lock:
+            for key in hosts.keys(address):
+                found = _servers.get(key)
+                if found is not None and found[1] == tag:
+                    return cls(found[0])
+        return None
+
+    def wait_until_ready(self, timeout: float) -> bool:
+        return True
+
+    def is_ready(self) -> bool:
+        return True  # a stream of a stopped server fails at once
+
+    def connect_failure(self) -> str:
+        return ""
+
+    def open_stream(self, token: str, offer_shared_memory: bool = False) -> InProcessStream:
+        return InProcessStream(self._target, token)
+
+    def close(self) -> None:
+        pass
+
+
+class InProcessStream:
+    """A stream to a server of this process (streams.ClientStream); also the server's
+    view of it (streams.Peer)."""
+
+    lane: shared_memory.Lane | None = None
+
+    def __init__(self, target: Target, token: str):
+        self.token = token
+        self._target = target
+        self._outbox: queue.SimpleQueue = queue.SimpleQueue()
+        self._replies: Iterator[tuple[list, bool]] | None = None
+        self._status: streams.StreamBroken | None = None
+        if not target.admits(token):
+            self._status = streams.StreamBroken(grpc.StatusCode.PERMISSION_DENIED,
+                                                streams.REFUSED_DETAILS)
+        else:
+            target.attach(self)
+
+    # ------------------------------------------------------------ the client's side
+
+    def exchange(self, chunks: list, caller_waits: bool = False) -> bytes:
+        if self._status is not None:
+            raise self._status
+        message = b"".join(chunks)  # the copy a socket would make: nothing is shared
+        self._replies = self._target.answer(self, message, self._outbox,
+                                            run_last_here=caller_waits)
+        return self.receive()
+
+    def receive(self) -> bytes:
+        if self._replies is None:  # no reply is due: the stream ended
+            raise self._status or self.finish()
+        try:
+            reply, last = next(self._replies)
+        except streams.PeerAborted as e:
+            raise self._end(streams.StreamBroken(e.code, e.details)) from None
+        except streams.StreamBroken as e:
+            raise self._end(e) from None
+        if self._status is not None:  # the server stopped while the call ran here
+            raise self._status
+        if last:
+            self._replies = None
+        return b"".join(reply)
+
+    def alive(self) -> bool:
+        return self._status is None
+
+    def finish(self) -> streams.StreamBroken:
+        return self._end(streams.StreamBroken(None, "the stream was cancelled"))
+
+    # ------------------------------------------------------------ the server's side
+
+    def accept_shared_memory(self) -> shared_memory.Lane | None:
+        return None  # one address space: the message itself is the one copy
+
+    def abort(self, code: grpc.StatusCode, details: str) -> NoReturn:
+        raise streams.PeerAborted(code, details)
+
+    def cancel(self) -> None:
+        """Ends the stream (its server stopping, or its client): a wait for a reply ends."""
+        self._end(streams.StreamBroken(grpc.StatusCode.CANCELLED, "the stream was cancelled"))
+
+    def _end(self, status: streams.StreamBroken) -> streams.StreamBroken:
+        if self._status is None:
+            self._status = status
+            self._outbox.put(None)  # wakes a wait for replies (server.py's `_replies`)
+            self._target.detach(self)
+        return self._status

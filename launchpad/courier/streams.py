@@ -1,0 +1,103 @@
+"""What every courier transport provides, and the errors streams end with.
+
+A transport carries courier messages (serialization.py) on long-lived streams, one message
+each way per exchange. The client side of each transport has a `Channel` that opens
+`ClientStream`s; the server side hands each stream it accepts to the server's handler with a
+`Peer`, the server's view of the client at its other end. Three transports implement these
+(transport.py chooses among them per connection): in_process.py, local_transport.py (a Unix
+socket) and grpc_transport.py.
+
+A stream ends with a gRPC status code and details whatever its transport, so that callers
+map the end of a stream to one courier error in one place (`error_for_broken_stream`).
+"""
+
+from __future__ import annotations
+
+from typing import NoReturn, Protocol
+
+import grpc
+
+from launchpad.courier import errors, shared_memory
+
+# The details of a stream refused for a missing or wrong token, on every transport.
+REFUSED_DETAILS = "courier: missing or wrong secret token"
+
+
+class StreamBroken(Exception):
+    """The stream ended or failed; `code` and `details` are its final status."""
+
+    def __init__(self, code: grpc.StatusCode | None, details: str):
+        super().__init__(f"{code.name if code else 'unknown status'}: {details}")
+        self.code = code
+        self.details = details
+
+
+class PeerAborted(Exception):
+    """Raised by a server-side transport's `Peer.abort` to end the stream with a status."""
+
+    def __init__(self, code: grpc.StatusCode, details: str):
+        super().__init__(details)
+        self.code = code
+        self.details = details
+
+
+class ClientStream(Protocol):
+    """One stream, driven by one thread at a time (see grpc_transport.Stream for the rules).
+
+    `exchange` sends a message (a list of chunks, joined or scattered as the transport
+    likes) and waits for the first reply; `receive` waits for a further one. With
+    `caller_waits`, the calling thread does nothing but wait for this reply, and a transport
+    in this process may run the call on it. `alive` says, cheaply, whether a stream nobody
+    watched since its last reply can still be used. Any thread may `cancel`; the owner
+    `finish`es. `lane` is the stream's shared-memory lane, or None.
+    """
+
+    lane: shared_memory.Lane | None
+
+    def exchange(self, chunks: list, caller_waits: bool = False) -> bytes | memoryview: ...
+
+    def receive(self) -> bytes | memoryview: ...
+
+    def alive(self) -> bool: ...
+
+    def cancel(self) -> None: ...
+
+    def finish(self) -> StreamBroken: ...
+
+
+class Channel(Protocol):
+    """A client's way to one server over one transport (`kind` names it)."""
+
+    kind: str
+
+    def wait_until_ready(self, timeout: float) -> bool: ...
+
+    def connect_failure(self) -> str: ...
+
+    def open_stream(self, token: str, offer_shared_memory: bool = False) -> ClientStream: ...
+
+    def close(self) -> None: ...
+
+
+class Peer(Protocol):
+    """The server's view of the client at the other end of one stream."""
+
+    token: str
+
+    def accept_shared_memory(self) -> shared_memory.Lane | None: ...
+
+    def abort(self, code: grpc.StatusCode, details: str) -> NoReturn: ...
+
+    def cancel(self) -> None: ...
+
+
+def error_for_broken_stream(error: StreamBroken, address: str) -> errors.CourierError:
+    """Maps the status that ended a stream to the courier error of the calls on it."""
+    if error.code == grpc.StatusCode.PERMISSION_DENIED:
+        return errors.PermissionDeniedError(
+            f"Courier server at {address} refused the call: missing or wrong secret token "
+            "(is the client from another program or launch?)")
+    if error.code == grpc.StatusCode.OK:
+        return errors.ServerUnavailableError(f"Courier server at {address} closed the connection")
+    return errors.ServerUnavailableError(
+        f"Courier server at {address} is unreachable or went away before answering ({error})")
