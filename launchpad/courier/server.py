@@ -210,6 +210,9 @@ class Server:
                 self._set_waiting(peer, False)
                 for reply, _ in self._answer(peer, message, lane, outbox, run_last_here=True):
                     yield reply
+                # Not kept while the stream waits for its next message: a large argument
+                # would stay in memory as long as the client stays idle.
+                del message
                 self._set_waiting(peer, True)  # the transport has sent the last reply
         except grpc.RpcError as e:
             # The client went away or the server is stopping. grpc keeps the error in the
