@@ -38,7 +38,7 @@ import grpc
 from grpc import _common as grpc_common
 from grpc._cython import cygrpc
 
-from launchpad.courier import allocator, errors, shared_memory, streams
+from launchpad.courier import allocator, errors, limits, shared_memory, streams
 from launchpad.courier.threads import DaemonThreadPool
 from launchpad.courier.tls import TLS
 
@@ -66,6 +66,12 @@ _CLIENT_OPTIONS = _MESSAGE_OPTIONS + [
 _SERVER_OPTIONS = _MESSAGE_OPTIONS + [
     # Without this gRPC sets SO_REUSEPORT and two servers silently share one port.
     ("grpc.so_reuseport", 0),
+    # A connection that has not finished its handshake (TLS, then HTTP/2's settings) within
+    # this long is closed. gRPC's default, 120 s, let idle connections that never send a byte
+    # hold the server's file descriptors for minutes (see limits.py). 5 s is still ample
+    # for real clients: a TLS 1.2 handshake over a link with a 500 ms round trip takes about
+    # 1.5 s (TCP, two TLS round trips, the settings), and the server's side is ~1 ms of CPU.
+    ("grpc.server_handshake_timeout_ms", 5_000),
     ("grpc.http2.min_recv_ping_interval_without_data_ms", 5_000),
     ("grpc.http2.max_ping_strikes", 0),
     ("grpc.keepalive_permit_without_calls", 1),
@@ -106,7 +112,9 @@ def bind_server(handler: StreamHandler, host: str, port: int,
     service = grpc.method_handlers_generic_handler(
         STREAM_METHOD.split("/")[1], {STREAM_METHOD.split("/")[2]: method})
     pool = DaemonThreadPool(_MAX_STREAMS, thread_name_prefix="courier-stream")
-    server = grpc.server(pool, handlers=[service], options=_SERVER_OPTIONS)
+    options = _SERVER_OPTIONS + [
+        ("grpc.max_allowed_incoming_connections", limits.incoming_connections_cap())]
+    server = grpc.server(pool, handlers=[service], options=options)
     target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     try:
         if tls is None:

@@ -51,6 +51,7 @@ _PEERCRED = struct.Struct("3i")
 _MAX_STREAMS = 4096
 _BACKLOG = 1024
 _CONNECT_SECS = 1.0
+_ACCEPT_RETRY_SECS = 0.05
 
 # The server's side of a stream: the chunks of each reply, for each message read.
 StreamHandler = Callable[[Iterator[bytes], streams.Peer], Iterator[list]]
@@ -98,6 +99,7 @@ class LocalServer:
         self.path = path
         self._handler = handler
         self._handshakes = threading.BoundedSemaphore(MAX_HANDSHAKES)
+        self._stopped = threading.Event()
         self._pool = DaemonThreadPool(_MAX_STREAMS, thread_name_prefix="courier-local")
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
@@ -134,6 +136,7 @@ class LocalServer:
 
     def stop(self) -> None:
         """Stops accepting (streams are ended by the server, through their peers)."""
+        self._stopped.set()
         try:
             if os.stat(self.path).st_ino == self._inode:  # not a newer server's socket
                 os.unlink(self.path)
@@ -151,7 +154,12 @@ class LocalServer:
             try:
                 connection, _ = self._listener.accept()
             except OSError:
-                return  # stopped
+                if self._stopped.is_set():
+                    return
+                # E.g. no file descriptor left (EMFILE): the backlog waits, and so do we,
+                # a moment, rather than spin.
+                self._stopped.wait(_ACCEPT_RETRY_SECS)
+                continue
             if not self._handshakes.acquire(blocking=False):
                 connection.close()  # too many peers that have not said who they are
                 continue
