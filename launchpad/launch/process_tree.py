@@ -47,10 +47,16 @@ def end_descendants() -> None:
     if not pids:
         return
     exits = _exit_notices(pids)
+    # poll, not select: a courier server raises the open-files limit, so these may lie
+    # beyond select()'s 1024.
+    poller = select.poll()
+    for fd in exits:
+        poller.register(fd, select.POLLIN)
     _signal_all(pids, signal.SIGTERM)
     deadline = time.monotonic() + _TERMINATE_GRACE_SECS
     while exits and (left := deadline - time.monotonic()) > 0:
-        for fd in select.select(exits, [], [], left)[0]:
+        for fd, _ in poller.poll(left * 1000):
+            poller.unregister(fd)
             exits.remove(fd)
             os.close(fd)
     for fd in exits:
