@@ -35,7 +35,9 @@ import cloudpickle
 from launchpad.courier import errors, shared_memory
 
 _HEADER = struct.Struct("<BQHI")
+_HEADER_SIZE = _HEADER.size
 _LENGTH = struct.Struct("<Q")
+_LENGTH_SIZE = _LENGTH.size
 _SHARED = 1 << 63  # in a part's length: the part lies in shared memory
 _INVITES_SHARED = 0x80  # in a call's kind: its reply may use shared memory
 
@@ -119,22 +121,31 @@ def message_chunks(frames: list[OutFrame], lane: shared_memory.Lane | None = Non
     if no region can be had), and calls invite shared-memory replies."""
     chunks: list = []
     large: list[tuple[int, int]] = []  # where the length and the bytes of a large part are
+    limit = shared_memory.INLINE_LIMIT if lane is not None else None
     for frame in frames:
         kind = frame.kind
-        if lane is not None and kind == Kind.CALL:
+        if limit is not None and kind == Kind.CALL:
             kind |= _INVITES_SHARED
         parts = frame.parts
+        name = frame.name
+        if len(parts) == 1:  # the common case: a pickle and no out-of-band buffer
+            part = parts[0]
+            size = len(part) if type(part) is bytes else memoryview(part).nbytes
+            if limit is None or size < limit:
+                chunks += (_HEADER.pack(kind, frame.call_id, len(name), 0), name,
+                           _LENGTH.pack(size), part)
+                continue
         sizes = [len(part) if type(part) is bytes else memoryview(part).nbytes
                  for part in parts]
-        chunks.append(_HEADER.pack(kind, frame.call_id, len(frame.name), len(parts) - 1))
-        chunks.append(frame.name)
-        if lane is None or max(sizes) < shared_memory.INLINE_LIMIT:
+        chunks.append(_HEADER.pack(kind, frame.call_id, len(name), len(parts) - 1))
+        chunks.append(name)
+        if limit is None or max(sizes) < limit:
             chunks.append(_lengths_format(len(parts)).pack(*sizes))  # every length at once
         else:  # a length of its own for each part, so that a shared one can be flagged
             lengths_at = len(chunks)
             for k, size in enumerate(sizes):
                 chunks.append(_LENGTH.pack(size))
-                if size >= shared_memory.INLINE_LIMIT:
+                if size >= limit:
                     large.append((lengths_at + k, lengths_at + len(parts) + k))
         chunks.extend(parts)
     if large:
@@ -173,14 +184,19 @@ def decode_message(message: bytes, reader: shared_memory.Reader | None = None) -
 def _decode_frames(view: memoryview, reader: shared_memory.Reader | None) -> list[Frame]:
     frames = []
     offset = 0
-    while offset < len(view):
+    end = len(view)
+    while offset < end:
         kind, call_id, name_length, buffer_count = _HEADER.unpack_from(view, offset)
-        offset += _HEADER.size
-        name = bytes(view[offset:offset + name_length]).decode()
+        offset += _HEADER_SIZE
+        name = str(view[offset:offset + name_length], "utf-8")
         offset += name_length
-        lengths_format = _lengths_format(buffer_count + 1)
-        lengths = lengths_format.unpack_from(view, offset)
-        offset += lengths_format.size
+        if buffer_count:
+            lengths_format = _lengths_format(buffer_count + 1)
+            lengths = lengths_format.unpack_from(view, offset)
+            offset += lengths_format.size
+        else:  # the common case: a pickle and no out-of-band buffer
+            lengths = _LENGTH.unpack_from(view, offset)
+            offset += _LENGTH_SIZE
         chunks = []
         for length in lengths:
             if length & _SHARED:
@@ -192,7 +208,7 @@ def _decode_frames(view: memoryview, reader: shared_memory.Reader | None) -> lis
             else:
                 chunks.append(view[offset:offset + length])
             offset += length
-        if offset > len(view):
+        if offset > end:
             raise ValueError("a frame is longer than the message")
         frames.append(Frame(_KINDS[kind & ~_INVITES_SHARED], call_id, name, chunks[0],
                             chunks[1:], bool(kind & _INVITES_SHARED)))
