@@ -1,28 +1,36 @@
 """Courier echo server for the courier benchmark.
 
-Run as `python -m benchmarks._courier_server`: starts a `launchpad.courier.Server` on a free port
-of 127.0.0.1 serving an object whose `echo(x)` returns `x`, prints the port on one stdout line,
-then serves until its stdin is closed (so it exits with its parent, even one that was killed) or
-it receives SIGTERM.
+Run as `python -m benchmarks._courier_server [--host H] [--tls DIR]`: starts a
+`launchpad.courier.Server` on a free port of H (127.0.0.1 by default) serving
+`benchmarks.rpc_program.Echo`, over TLS with the PEM files `ca.pem`, `cert.pem` and `key.pem`
+of DIR if given; prints the port on one stdout line, then serves until its stdin is closed (so
+it exits with its parent, even one that was killed).
 """
 
 from __future__ import annotations
 
+import argparse
+import os
 import sys
-from typing import Any
 
+from benchmarks.rpc_program import Echo
 from launchpad import courier
 
 
-class Echo:
-    """The served object: one method that returns its argument."""
-
-    def echo(self, x: Any) -> Any:
-        return x
+def tls_from(directory: str | None) -> courier.TLS | None:
+    """The TLS of the PEM files in `directory` (None without one)."""
+    if directory is None:
+        return None
+    return courier.TLS(*(os.path.join(directory, f"{name}.pem")
+                         for name in ("ca", "cert", "key")))
 
 
 def main() -> None:
-    server = courier.Server(Echo())
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--tls", default=None)
+    args = parser.parse_args()
+    server = courier.Server(Echo(), host=args.host, tls=tls_from(args.tls))
     server.start()
     print(server.port, flush=True)
     sys.stdin.read()  # Returns when the parent closes our stdin (or exits).

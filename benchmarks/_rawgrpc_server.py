@@ -1,6 +1,7 @@
 """Raw gRPC echo server: the baseline the courier benchmark compares against.
 
-Run as `python -m benchmarks._rawgrpc_server`: binds a free port on 127.0.0.1, prints it on one
+Run as `python -m benchmarks._rawgrpc_server [--host H] [--tls DIR]`: binds a free port on H
+(127.0.0.1 by default; over TLS with DIR's PEM files, as _courier_server.py), prints it on one
 stdout line, then serves until its stdin is closed (so it exits with its parent, even one that
 was killed) or it receives SIGTERM.
 
@@ -12,11 +13,13 @@ that large payloads compare the two protocols, not two malloc configurations.
 
 from __future__ import annotations
 
+import argparse
 import concurrent.futures
 import sys
 
 import grpc
 
+from benchmarks._courier_server import tls_from
 from launchpad.courier import allocator
 
 SERVICE = "bench.Echo"
@@ -30,14 +33,17 @@ def _echo(request: bytes, context: grpc.ServicerContext) -> bytes:
     return request
 
 
-def start_server(host: str = "127.0.0.1") -> tuple[grpc.Server, int]:
+def start_server(host: str = "127.0.0.1",
+                 credentials: grpc.ServerCredentials | None = None) -> tuple[grpc.Server, int]:
     """Starts the echo server on a free port; returns it and the port."""
     allocator.retain_freed_memory()
     handler = grpc.method_handlers_generic_handler(
         SERVICE, {METHOD: grpc.unary_unary_rpc_method_handler(_echo)})
     server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=16),
                          handlers=[handler], options=OPTIONS)
-    port = server.add_insecure_port(f"{host}:0")
+    target = f"{host}:0"
+    port = (server.add_insecure_port(target) if credentials is None
+            else server.add_secure_port(target, credentials))
     if port == 0:
         raise RuntimeError(f"Cannot bind the raw gRPC echo server to {host}:0")
     server.start()
@@ -45,7 +51,12 @@ def start_server(host: str = "127.0.0.1") -> tuple[grpc.Server, int]:
 
 
 def main() -> None:
-    server, port = start_server()
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--tls", default=None)
+    args = parser.parse_args()
+    tls = tls_from(args.tls)
+    server, port = start_server(args.host, None if tls is None else tls.server_credentials())
     print(port, flush=True)
     sys.stdin.read()  # Returns when the parent closes our stdin (or exits).
     server.stop(None).wait()

@@ -1,382 +1,263 @@
-"""Benchmark: courier calls against raw gRPC unary calls, server in another process.
+"""Benchmark: courier against DeepMind Launchpad 0.5.2's, a raw socket and raw grpcio.
 
-Run: `python -m benchmarks.courier_rpc [--quick] [--duration SECONDS]`. Prints one JSON object on
-stdout; progress goes to stderr.
+Run: `python -m benchmarks.courier_rpc [--rounds N] [--calls N] [--seconds S]`, as root for the
+between-hosts figures. With `LAUNCHPAD_BASELINE_PY=/path/to/python` (the interpreter of a
+Launchpad 0.5.2 venv, see ../shared/bench/), the same program runs under Launchpad too. Prints
+one JSON object on stdout; progress goes to stderr.
 
-What is measured, each for courier and for the raw-gRPC baseline:
+In each round, interleaved, so that every system sees the same drift of a shared machine:
+* `rpc_program.py`, a Launchpad program (a CourierNode and a client PyNode that measures
+  through its handle), under this project and under Launchpad 0.5.2, as `mp` (the nodes two
+  processes of this host: our local transport) and `mt` (two threads of one process: our
+  in-process transport);
+* the same loops against a raw length-prefixed TCP echo in another process (the floor: no
+  Python RPC between processes can be faster) and against raw grpcio unary calls;
+* between hosts (two network namespaces, as the cluster tests simulate them): a courier
+  server and a raw grpcio server in the other namespace, in plaintext and over TLS, called
+  from this one (courier over gRPC, as between real hosts).
 
-* latency: sequential round trips from one thread (after a warm-up), p50 and p99 in
-  microseconds, for three payloads: None, 1 KiB of bytes, and a 1 MiB float32 numpy array;
-  for the array also courier with its same-host shortcut turned off (`courier_inline`), which
-  is what a call to another host pays;
-* throughput with 4 threads sharing one client, each making sequential small calls for a fixed
-  duration (calls/s);
-* throughput with one thread keeping 16 small calls in flight for a fixed duration (calls/s).
-
-The baseline is the cheapest call grpcio can make from Python: a generic unary-unary handler with
-raw bytes in and out (no (de)serializers, no pickling), echoing the request, served by a
-16-thread pool, with unlimited message size. It sends b"" for None and the same 1 KiB of
-bytes; for the array it does the least a raw-gRPC caller must do to send an array and get one
-back: `tobytes()` on the way out, `np.frombuffer` (no copy) on the reply. So it measures what
-gRPC alone costs per call. Courier adds pickling, framing, a method name
-and matching replies to calls, but carries its calls on long-lived bidirectional streams, runs
-each call on its stream's own server thread and coalesces calls queued together into one
-message; on a 2-core machine Python's per-message work dominates (see shared/notes/STACK.md), so
-courier can be faster than the baseline. Between processes of one host, as here, courier
-passes large parts through shared memory (launchpad/courier/shared_memory.py); the
-`courier_inline` figure shows the same calls through gRPC alone. The targets are: courier's
-p50 latency no higher than the baseline's, and its throughput no lower.
-
-The speed of a small virtual machine drifts by tens of percent over seconds, so every figure
-is measured in interleaved rounds (courier, then raw gRPC, `--rounds` times): latency
-percentiles pool the samples of all rounds, throughput sums calls over all rounds. Both sides
-see the same drift, and the ratios stay meaningful.
-
-All servers run in their own processes (a server in the client's process would share its GIL
-and cores unlike any real deployment). Each child prints its bound port on stdout and exits when
-its stdin closes, so neither outlives this script.
+The report holds each system's medians over rounds and the issue's table: every figure as a
+ratio to Launchpad's (or to raw grpcio's, between hosts) measured in the same run, its target,
+and whether it is met. The ratio to the raw socket says how far each figure is from the
+floor.
 """
 
 from __future__ import annotations
 
 import argparse
-import collections
 import contextlib
-import dataclasses
-import faulthandler
 import json
 import os
 import platform
 import select
+import statistics
 import subprocess
 import sys
-import threading
+import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
-import grpc
 import numpy as np
 
-from benchmarks import _rawgrpc_server
+from benchmarks import rpc_program
+from benchmarks._baselines import GrpcClient, SocketClient
 from launchpad import courier
-from launchpad.courier import shared_memory
 
-Call = Callable[[Any], Any]
-Submit = Callable[[Any], Any]  # returns a future with .result(timeout)
-
+ROOT = Path(__file__).resolve().parent.parent
 PORT_TIMEOUT_S = 30.0
-RESULT_TIMEOUT_S = 60.0
-PAYLOAD_NAMES = ("none", "1kib", "1mib_f32")
-IMPLEMENTATIONS = ("courier", "raw_grpc")
-# Measured beside the others for the large payload only: courier without shared memory.
-INLINE = "courier_inline"
+PROGRAM_TIMEOUT_S = 300.0
 
-
-@dataclasses.dataclass(frozen=True)
-class Settings:
-    """How many calls and how long each part of the benchmark runs."""
-
-    warmup_small: int
-    calls_small: int
-    warmup_large: int
-    calls_large: int
-    duration_s: float
-    rounds: int = 5
-    threads: int = 4
-    in_flight: int = 16
-
-
-@dataclasses.dataclass(frozen=True)
-class Target:
-    """One implementation under test: how to call it and what to send for each payload."""
-
-    call: Call
-    submit: Submit
-    payloads: dict[str, Any]
+# (figure, our system and key, Launchpad's, the target ratio, whether lower is better)
+TABLE = [
+    ("small call p50 us, another process", ("mp", "latency_us.none.p50"),
+     ("mp", "latency_us.none.p50"), 0.45, True),
+    ("1 KiB call p50 us, another process", ("mp", "latency_us.1kib.p50"),
+     ("mp", "latency_us.1kib.p50"), 0.45, True),
+    ("small call p50 us, same process", ("mt", "latency_us.none.p50"),
+     ("mt", "latency_us.none.p50"), 0.1, True),
+    ("1 MiB float32 array in and out p50 us (Launchpad: returned only)",
+     ("mp", "latency_us.1mib_both.p50"), ("mp", "latency_us.1mib_returned.p50"), 0.35, True),
+    ("calls/s, 4 threads each with its own client", ("mp", "threads_calls_per_s"),
+     ("mp", "threads_calls_per_s"), 1.6, False),
+    ("calls/s, one thread with 16 futures in flight", ("mp", "in_flight_calls_per_s"),
+     ("mp", "in_flight_calls_per_s"), 3.5, False),
+]
 
 
 def log(message: str) -> None:
     print(f"[courier_rpc] {message}", file=sys.stderr, flush=True)
 
 
-# ----------------------------------------------------------------------------- child processes
+# ----------------------------------------------------------------------------- the program
 
 
-def _read_port(proc: subprocess.Popen, module: str, timeout: float) -> int:
-    """Reads the port line the child prints, waiting at most `timeout` seconds."""
-    ready, _, _ = select.select([proc.stdout], [], [], timeout)
-    if not ready:
-        raise TimeoutError(f"{module} printed no port within {timeout}s")
-    line = proc.stdout.readline()
-    if not line:
-        raise RuntimeError(f"{module} exited (code {proc.wait()}) before printing its port")
-    return int(line)
+def run_program(python: str, launchpad_0_5: bool, mode: str, calls: int,
+                seconds: float) -> dict[str, Any]:
+    """Runs rpc_program.py under `python` and returns its figures. Launchpad 0.5.2 runs it by
+    path from a folder of its own, so that this project's `launchpad` is not importable."""
+    with tempfile.TemporaryDirectory() as folder:
+        out = os.path.join(folder, "figures.json")
+        flags = ["--mode", mode, "--out", out, "--calls", str(calls), "--seconds", str(seconds)]
+        if launchpad_0_5:
+            argv, cwd = [python, str(ROOT / "benchmarks" / "rpc_program.py"), *flags], folder
+        else:
+            argv, cwd = [python, "-m", "benchmarks.rpc_program", *flags], str(ROOT)
+        done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True,
+                              timeout=PROGRAM_TIMEOUT_S)
+        if done.returncode != 0 or not os.path.exists(out):
+            raise RuntimeError(f"{' '.join(argv)} failed ({done.returncode}):\n"
+                               f"{done.stderr[-3000:]}")
+        with open(out) as f:
+            return json.load(f)
 
 
-def _stop_child(proc: subprocess.Popen) -> None:
-    """Closes the child's stdin (its signal to stop); terminates, then kills, if it lingers."""
-    with contextlib.suppress(OSError):
-        proc.stdin.close()
-    for escalate in (proc.terminate, proc.kill):
-        try:
-            proc.wait(timeout=5)
-            break
-        except subprocess.TimeoutExpired:
-            escalate()
-    proc.wait()
-    proc.stdout.close()
+# ----------------------------------------------------------------------------- baselines
 
 
 @contextlib.contextmanager
-def child_server(module: str, env: dict[str, str] | None = None) -> Iterator[int]:
-    """Runs `python -m benchmarks.<module>` (with `env` added to the environment) and yields
-    the port it serves on."""
-    proc = subprocess.Popen([sys.executable, "-m", f"benchmarks.{module}"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            env={**os.environ, **(env or {})})
+def child_server(argv: list[str]) -> Iterator[int]:
+    """Runs a server child (it prints its port, and ends when its stdin closes)."""
+    proc = subprocess.Popen(argv, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
     try:
-        port = _read_port(proc, module, PORT_TIMEOUT_S)
-        log(f"{module} (pid {proc.pid}) serves on port {port}")
-        yield port
+        ready, _, _ = select.select([proc.stdout], [], [], PORT_TIMEOUT_S)
+        line = proc.stdout.readline() if ready else b""
+        if not line:
+            raise RuntimeError(f"{' '.join(argv)} printed no port")
+        yield int(line)
     finally:
-        _stop_child(proc)
-
-
-# ----------------------------------------------------------------------------- clients
-
-
-def make_payloads() -> tuple[dict[str, Any], dict[str, Any]]:
-    """Returns the courier payloads and what the baseline sends for each of them."""
-    array = np.arange(262144, dtype=np.float32)  # 1 MiB
-    kib = b"x" * 1024
-    courier_payloads = {"none": None, "1kib": kib, "1mib_f32": array}
-    raw_payloads = {"none": b"", "1kib": kib, "1mib_f32": array}
-    return courier_payloads, raw_payloads
-
-
-def _raw_call(stub: grpc.UnaryUnaryMultiCallable) -> Call:
-    """A raw unary call; an array goes as its bytes and comes back as a view of the reply,
-    which is the least any caller of raw gRPC must do to send an array."""
-    def call(payload: Any) -> Any:
-        if isinstance(payload, np.ndarray):
-            return np.frombuffer(stub(payload.tobytes()), payload.dtype)
-        return stub(payload)
-    return call
-
-
-def courier_target(stack: contextlib.ExitStack, port: int) -> Target:
-    client = courier.Client(f"127.0.0.1:{port}")
-    stack.callback(client.close)
-    payloads, _ = make_payloads()
-    return Target(call=client.echo, submit=client.futures.echo, payloads=payloads)
-
-
-def raw_target(stack: contextlib.ExitStack, port: int) -> Target:
-    channel = grpc.insecure_channel(f"127.0.0.1:{port}", options=_rawgrpc_server.OPTIONS)
-    stack.callback(channel.close)
-    grpc.channel_ready_future(channel).result(timeout=PORT_TIMEOUT_S)
-    stub = channel.unary_unary(_rawgrpc_server.METHOD_PATH)  # no serializers: bytes in and out
-    _, payloads = make_payloads()
-    return Target(call=_raw_call(stub), submit=stub.future, payloads=payloads)
-
-
-def check_echo(name: str, target: Target) -> None:
-    """Fails loudly if a target does not echo each payload back unchanged."""
-    for payload_name, payload in target.payloads.items():
-        result = target.call(payload)
-        same = (np.array_equal(result, payload) if isinstance(payload, np.ndarray)
-                else result == payload)
-        if not same:
-            raise AssertionError(f"{name} did not echo the {payload_name} payload back")
-
-
-# ----------------------------------------------------------------------------- measurements
-
-
-def latency_samples(call: Call, payload: Any, warmup: int, calls: int) -> np.ndarray:
-    """Sequential round trips from this thread; returns each one's duration in seconds."""
-    for _ in range(warmup):
-        call(payload)
-    samples = np.empty(calls)
-    clock = time.perf_counter
-    for i in range(calls):
-        start = clock()
-        call(payload)
-        samples[i] = clock() - start
-    return samples
-
-
-def percentiles(samples: list[np.ndarray]) -> dict[str, float]:
-    p50, p99 = np.percentile(np.concatenate(samples), [50, 99]) * 1e6
-    return {"p50": round(float(p50), 1), "p99": round(float(p99), 1)}
-
-
-def throughput_threads(call: Call, payload: Any, threads: int,
-                       duration: float) -> tuple[int, float]:
-    """`threads` threads share one client, each calling sequentially; returns (calls, s)."""
-    counts = [0] * threads
-    failures: list[BaseException] = []
-    start = [0.0]
-    barrier = threading.Barrier(threads, action=lambda: start.__setitem__(0, time.perf_counter()))
-
-    def worker(index: int) -> None:
-        barrier.wait()
-        deadline = start[0] + duration
-        done = 0
+        proc.stdin.close()
         try:
-            while time.perf_counter() < deadline:
-                call(payload)
-                done += 1
-        except BaseException as e:  # noqa: BLE001 - re-raised in the calling thread
-            failures.append(e)
-        counts[index] = done
-
-    workers = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
-    for thread in workers:
-        thread.start()
-    for thread in workers:
-        thread.join()
-    if failures:
-        raise failures[0]
-    return sum(counts), time.perf_counter() - start[0]
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
 
 
-def throughput_in_flight(submit: Submit, payload: Any, depth: int,
-                         duration: float) -> tuple[int, float]:
-    """One thread keeps `depth` calls in flight, replacing the oldest as it completes;
-    returns (calls, seconds)."""
-    start = time.perf_counter()
-    deadline = start + duration
-    pending = collections.deque(submit(payload) for _ in range(depth))
-    done = 0
-    while pending:
-        pending.popleft().result(timeout=RESULT_TIMEOUT_S)
-        done += 1
-        if time.perf_counter() < deadline:
-            pending.append(submit(payload))
-    return done, time.perf_counter() - start
+def measure_baseline(module: str, make_client, calls: int, seconds: float) -> dict[str, Any]:
+    with child_server([sys.executable, "-m", f"benchmarks.{module}"]) as port:
+        client = make_client(f"127.0.0.1:{port}")
+        try:
+            return rpc_program.measure(client, calls, seconds)
+        finally:
+            client.close()
+
+
+# ----------------------------------------------------------------------------- between hosts
+
+
+def _write_tls(folder: str) -> courier.TLS:
+    tls = courier.TLS.generate()
+    for name, pem in (("ca", tls.ca), ("cert", tls.cert), ("key", tls.key)):
+        with open(os.path.join(folder, f"{name}.pem"), "wb") as f:
+            f.write(pem)
+    return tls
+
+
+def between_hosts(calls: int) -> dict[str, Any]:
+    """Courier and raw grpcio, servers in another network namespace, with and without TLS:
+    small calls and a 1 MiB array both ways."""
+    from tests.cluster.netns import HostNetwork  # root only: imported when measured
+
+    array = np.random.default_rng(0).random(rpc_program.ARRAY_ELEMENTS).astype(np.float32)
+    figures: dict[str, Any] = {}
+    with HostNetwork(1) as network, tempfile.TemporaryDirectory() as folder:
+        os.chmod(folder, 0o700)
+        host = network.hosts[0]
+        tls = _write_tls(folder)
+        for security, flags in (("plaintext", []), ("tls", ["--tls", folder])):
+            for name, module in (("courier", "_courier_server"), ("raw_grpc", "_rawgrpc_server")):
+                argv = network.exec_argv(host, [sys.executable, "-m", f"benchmarks.{module}",
+                                                "--host", host.address, *flags])
+                with child_server(argv) as port:
+                    address = f"{host.address}:{port}"
+                    use_tls = tls if security == "tls" else None
+                    client = (courier.Client(address, tls=use_tls) if name == "courier"
+                              else GrpcClient(address, use_tls))
+                    try:
+                        small = rpc_program._latency(client.ping, None, calls, warmup=100)
+                        large = rpc_program._latency(client.ping, array, calls // 10,
+                                                     warmup=10)
+                        if name == "courier":
+                            assert client.transport == "grpc", client.transport
+                    finally:
+                        client.close()
+                figures[f"{name}_{security}"] = {"none_p50_us": small["p50"],
+                                                 "1mib_both_p50_us": large["p50"]}
+    return figures
 
 
 # ----------------------------------------------------------------------------- the report
 
 
-def ratio(courier_value: float, raw_value: float) -> float:
-    return round(courier_value / raw_value, 3)
+def _get(figures: dict[str, Any], key: str) -> float | None:
+    for part in key.split("."):
+        if not isinstance(figures, dict) or part not in figures:
+            return None
+        figures = figures[part]
+    return figures
 
 
-def latency_section(targets: dict[str, Target], settings: Settings) -> dict[str, Any]:
-    section: dict[str, Any] = {}
-    for payload_name in PAYLOAD_NAMES:
-        large = payload_name == "1mib_f32"
-        warmup = settings.warmup_large if large else settings.warmup_small
-        calls = (settings.calls_large if large else settings.calls_small) // settings.rounds
-        names = IMPLEMENTATIONS + (INLINE,) if large else IMPLEMENTATIONS
-        samples: dict[str, list[np.ndarray]] = {name: [] for name in names}
-        log(f"latency {payload_name}: {settings.rounds} rounds of {calls} calls each")
-        for _ in range(settings.rounds):
-            for name in names:
-                target = targets[name]
-                samples[name].append(latency_samples(
-                    target.call, target.payloads[payload_name], warmup, calls))
-        row: dict[str, Any] = {name: percentiles(samples[name]) for name in names}
-        row["ratio_p50"] = ratio(row["courier"]["p50"], row["raw_grpc"]["p50"])
-        row["ratio_p99"] = ratio(row["courier"]["p99"], row["raw_grpc"]["p99"])
-        if large:  # not a target: what a call to another host pays
-            row[f"{INLINE}_ratio_p50"] = ratio(row[INLINE]["p50"], row["raw_grpc"]["p50"])
-        section[payload_name] = row
-    return section
+def _medians(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """The median of each figure over rounds (nested dicts of numbers)."""
+    first = rounds[0]
+    if isinstance(first, dict):
+        return {key: _medians([r[key] for r in rounds]) for key in first}
+    return round(statistics.median(rounds), 1)
 
 
-def throughput_section(targets: dict[str, Target], settings: Settings) -> dict[str, Any]:
-    runs = {
-        f"{settings.threads}_threads": lambda target, payload, seconds: throughput_threads(
-            target.call, payload, settings.threads, seconds),
-        f"{settings.in_flight}_in_flight": lambda target, payload, seconds: throughput_in_flight(
-            target.submit, payload, settings.in_flight, seconds),
+def table(systems: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for figure, (our_mode, our_key), (lp_mode, lp_key), target, lower in TABLE:
+        ours = _get(systems.get(f"ours_{our_mode}", {}), our_key)
+        theirs = _get(systems.get(f"launchpad_{lp_mode}", {}), lp_key)
+        floor = _get(systems.get("raw_socket", {}), our_key)
+        row: dict[str, Any] = {"figure": figure, "ours": ours, "launchpad": theirs,
+                               "target_ratio": target}
+        if theirs:
+            row["ratio"] = round(ours / theirs, 3)
+            row["met"] = row["ratio"] <= target if lower else row["ratio"] >= target
+        if floor and our_mode == "mp":
+            row["ratio_to_raw_socket"] = round(ours / floor, 2)
+        rows.append(row)
+    hosts = systems.get("between_hosts")
+    for security in ("plaintext", "tls") if hosts else ():
+        for key in ("none_p50_us", "1mib_both_p50_us"):
+            ours = hosts[f"courier_{security}"][key]
+            raw = hosts[f"raw_grpc_{security}"][key]
+            rows.append({"figure": f"between hosts, {security}, {key}", "ours": ours,
+                         "raw_grpc": raw, "ratio": round(ours / raw, 3), "target_ratio": 1.0,
+                         "met": ours <= raw})
+    return rows
+
+
+def run(rounds: int, calls: int, seconds: float) -> dict[str, Any]:
+    baseline_python = os.environ.get("LAUNCHPAD_BASELINE_PY")
+    collected: dict[str, list[dict[str, Any]]] = {}
+
+    def add(name: str, figures: dict[str, Any]) -> None:
+        collected.setdefault(name, []).append(figures)
+
+    for number in range(1, rounds + 1):
+        log(f"round {number} of {rounds}")
+        for mode in ("mp", "mt"):
+            add(f"ours_{mode}", run_program(sys.executable, False, mode, calls, seconds))
+            if baseline_python:
+                add(f"launchpad_{mode}", run_program(baseline_python, True, mode, calls,
+                                                     seconds))
+        add("raw_socket", measure_baseline("_socket_server", SocketClient, calls, seconds))
+        add("raw_grpc", measure_baseline("_rawgrpc_server", GrpcClient, calls, seconds))
+        if os.geteuid() == 0:
+            add("between_hosts", between_hosts(calls))
+    systems = {name: _medians(figures) for name, figures in collected.items()}
+    rows = table(systems)
+    return {
+        "benchmark": "courier_rpc",
+        "python": platform.python_version(),
+        "rounds": rounds,
+        "launchpad_baseline": baseline_python or "not run (set LAUNCHPAD_BASELINE_PY)",
+        "between_hosts": "measured" if os.geteuid() == 0 else "not run (needs root)",
+        "systems": systems,
+        "table": rows,
+        "targets_met": all(row.get("met", False) for row in rows),
     }
-    seconds = settings.duration_s / settings.rounds
-    section: dict[str, Any] = {}
-    for key, measure in runs.items():
-        totals = {name: [0, 0.0] for name in IMPLEMENTATIONS}
-        log(f"throughput {key}: {settings.rounds} rounds of {seconds:.2f}s each")
-        for _ in range(settings.rounds):
-            for name in IMPLEMENTATIONS:
-                calls, elapsed = measure(targets[name], targets[name].payloads["none"], seconds)
-                totals[name][0] += calls
-                totals[name][1] += elapsed
-        row: dict[str, Any] = {name: round(calls / elapsed)
-                               for name, (calls, elapsed) in totals.items()}
-        row["ratio"] = ratio(row["courier"], row["raw_grpc"])
-        section[key] = row
-    return section
-
-
-def targets_met(report: dict[str, Any]) -> bool:
-    latency_ok = all(row["ratio_p50"] <= 1.0 for row in report["latency_us"].values())
-    throughput = report["throughput_calls_per_s"].values()
-    return latency_ok and all(row["ratio"] >= 1.0 for row in throughput)
-
-
-def run(settings: Settings) -> dict[str, Any]:
-    """Starts both servers, measures, stops everything; returns the report."""
-    with contextlib.ExitStack() as stack:
-        # The children start before this process creates any gRPC object.
-        courier_port = stack.enter_context(child_server("_courier_server"))
-        inline_port = stack.enter_context(child_server(
-            "_courier_server", {shared_memory.ENV_SWITCH: "0"}))
-        raw_port = stack.enter_context(child_server("_rawgrpc_server"))
-        targets = {"courier": courier_target(stack, courier_port),
-                   "raw_grpc": raw_target(stack, raw_port),
-                   INLINE: courier_target(stack, inline_port)}
-        for name, target in targets.items():
-            check_echo(name, target)
-        report: dict[str, Any] = {
-            "benchmark": "courier_rpc",
-            "python": platform.python_version(),
-            "grpcio": grpc.__version__,
-            "latency_us": latency_section(targets, settings),
-            "throughput_calls_per_s": throughput_section(targets, settings),
-        }
-    report["targets_met"] = targets_met(report)
-    return report
-
-
-def parse_settings(argv: list[str] | None = None) -> Settings:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true",
-                        help="few calls and short runs: a smoke test, not a measurement")
-    parser.add_argument("--duration", type=float, default=None,
-                        help="seconds each throughput figure takes per implementation, over all "
-                        "rounds (default 5, or 0.5 with --quick)")
-    parser.add_argument("--rounds", type=int, default=None,
-                        help="interleaved rounds per figure (default 5, or 1 with --quick)")
-    args = parser.parse_args(argv)
-    if args.quick:
-        settings = Settings(warmup_small=20, calls_small=200, warmup_large=5, calls_large=20,
-                            duration_s=0.5, rounds=1)
-    else:
-        settings = Settings(warmup_small=100, calls_small=3000, warmup_large=10, calls_large=300,
-                            duration_s=5.0)
-    if args.rounds is not None:
-        if args.rounds < 1:
-            parser.error("--rounds must be >= 1")
-        settings = dataclasses.replace(settings, rounds=args.rounds)
-    if args.duration is not None:
-        if args.duration <= 0:
-            parser.error("--duration must be > 0")
-        settings = dataclasses.replace(settings, duration_s=args.duration)
-    return settings
 
 
 def main(argv: list[str] | None = None) -> None:
-    settings = parse_settings(argv)
-    # A hung call must not hang the run: dump every thread's stack and exit. The children see
-    # their stdin close and exit too.
-    faulthandler.dump_traceback_later(300, exit=True)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--calls", type=int, default=2000,
+                        help="sequential calls per small-payload latency (a tenth for 1 MiB)")
+    parser.add_argument("--seconds", type=float, default=2.0,
+                        help="seconds of each throughput figure")
+    args = parser.parse_args(argv)
+    if args.rounds < 1 or args.calls < 10 or args.seconds <= 0:
+        parser.error("--rounds must be >= 1, --calls >= 10 and --seconds > 0")
     started = time.perf_counter()
-    report = run(settings)
-    faulthandler.cancel_dump_traceback_later()
+    report = run(args.rounds, args.calls, args.seconds)
     log(f"done in {time.perf_counter() - started:.1f}s")
     print(json.dumps(report, indent=2))
 

@@ -137,11 +137,11 @@ def measure(client, calls: int, seconds: float) -> dict:
         large = name.startswith("1mib")
         latency[name] = _latency(call, argument, calls // 10 if large else calls,
                                  warmup=10 if large else 100)
-    return {
-        "latency_us": latency,
-        "threads_calls_per_s": round(_threads(client, 4, seconds)),
-        "in_flight_calls_per_s": round(_in_flight(client, 16, seconds)),
-    }
+    figures = {"latency_us": latency,
+               "threads_calls_per_s": round(_threads(client, 4, seconds))}
+    if client.futures is not None:  # (a raw socket baseline has none)
+        figures["in_flight_calls_per_s"] = round(_in_flight(client, 16, seconds))
+    return figures
 
 
 def client_node(server, out: str, calls: int, seconds: float) -> None:
