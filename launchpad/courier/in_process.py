@@ -13,11 +13,13 @@ wait as on any transport. (A call run on the calling thread sees the server stop
 returns: it then fails as a call of a stream the server ended.)
 
 Servers register here by the keys of their address (hosts.py) and their TLS, and leave
-when they stop; a client of another TLS (or none) does not find them and goes through gRPC.
+when they stop (and from a forked child, which serves none of them); a client of another TLS
+(or none) does not find them and goes through gRPC.
 """
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 from collections.abc import Iterator
@@ -44,6 +46,17 @@ class Target(Protocol):
 
 _lock = threading.Lock()
 _servers: dict[tuple[str, int], tuple[Target, str]] = {}  # key -> server, its TLS's tag
+
+
+def _forget_after_fork() -> None:
+    """A forked child has copies of its parent's servers but serves none of them: its
+    clients must reach the parent's servers through a socket, not these copies."""
+    global _lock
+    _lock = threading.Lock()
+    _servers.clear()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 def register(host: str, port: int, tls: TLS | None, target: Target) -> None:

@@ -54,6 +54,8 @@ _BACKLOG = 1024
 _CONNECT_SECS = 1.0
 _ACCEPT_RETRY_SECS = 0.05
 _FRESH_SECS = 0.01
+_STALE_SECS = 60.0
+_swept = False  # whether this process has swept the socket directory
 
 # The server's side of a stream: the chunks of each reply, for each message read.
 StreamHandler = Callable[[Iterator[bytes], streams.Peer], Iterator[list]]
@@ -79,6 +81,30 @@ def socket_dir() -> str | None:
                             1, path)
         return None
     return path
+
+
+def sweep(directory: str) -> None:
+    """Removes the sockets of servers that are gone without removing theirs (a process
+    killed): those nobody listens on any more, and old enough that they cannot be a server
+    between its bind and its listen."""
+    cutoff = time.time() - _STALE_SECS
+    for entry in os.scandir(directory):
+        try:
+            info = entry.stat(follow_symlinks=False)
+            if not stat.S_ISSOCK(info.st_mode) or info.st_mtime > cutoff:
+                continue
+            probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                probe.setblocking(False)
+                probe.connect(entry.path)
+            except ConnectionRefusedError:
+                os.unlink(entry.path)
+            except OSError:
+                pass  # listening (the backlog full, or accepted): not stale
+            finally:
+                probe.close()
+        except OSError:
+            continue
 
 
 def socket_path(directory: str, host: str, port: int, tls: TLS | None) -> str:
@@ -122,9 +148,13 @@ class LocalServer:
              tls: TLS | None) -> LocalServer | None:
         """A listener for the server at host:port, or None where this host has no usable
         socket directory (the server is then reached through gRPC alone)."""
+        global _swept
         directory = socket_dir()
         if directory is None:
             return None
+        if not _swept:  # once per process: the leftovers of servers that were killed
+            _swept = True
+            sweep(directory)
         path = socket_path(directory, hosts.normalize(host), port, tls)
         try:
             return cls(handler, path)
@@ -165,7 +195,12 @@ class LocalServer:
             if not self._handshakes.acquire(blocking=False):
                 connection.close()  # too many peers that have not said who they are
                 continue
-            self._pool.submit(self._serve, connection)
+            try:
+                self._pool.submit(self._serve, connection)
+            except RuntimeError:  # stopped meanwhile: its pool is shut down
+                self._handshakes.release()
+                connection.close()
+                return
 
     def _serve(self, connection: socket.socket) -> None:
         reader = records.Reader(connection, max_length=_HELLO_MAX)

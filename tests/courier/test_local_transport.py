@@ -1,0 +1,111 @@
+"""The local transport's guards: who may reach a server's socket, stale sockets, forks."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import socket
+import time
+
+import pytest
+
+from launchpad import courier
+from launchpad.courier import in_process, local_transport
+from tests.courier.conftest import TOKEN
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def _path_of(server: courier.Server) -> str:
+    return local_transport.socket_path(local_transport.socket_dir(), "127.0.0.1", server.port,
+                                       None)
+
+
+def test_a_server_listens_on_a_socket_only_its_user_may_open(serve, service):
+    server = serve(service, token=TOKEN)
+    path = _path_of(server)
+    assert os.stat(path).st_mode & 0o777 == 0o600
+    assert os.stat(os.path.dirname(path)).st_mode & 0o777 == 0o700
+
+
+def _connect_as_another_user(path: str, results) -> None:
+    os.setgid(65534)
+    os.setuid(65534)  # nobody
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(path)
+        results.put("connected")
+    except PermissionError:
+        results.put("refused")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run a process as another user")
+def test_a_process_of_another_user_cannot_connect(serve, service):
+    server = serve(service, token=TOKEN)
+    context = multiprocessing.get_context("fork")
+    results = context.Queue()
+    child = context.Process(target=_connect_as_another_user,
+                            args=(_path_of(server), results))
+    child.start()
+    try:
+        assert results.get(timeout=30) == "refused"
+    finally:
+        child.join(timeout=30)
+
+
+def test_a_socket_directory_open_to_others_is_not_used(serve, connect, service):
+    directory = local_transport.socket_dir()
+    os.chmod(directory, 0o755)
+    try:
+        assert local_transport.socket_dir() is None
+        client = connect(serve(service, token=TOKEN), token=TOKEN, transport="local")
+        assert client.ping() == "pong"
+        assert client.transport == "grpc"  # the server made no socket there
+    finally:
+        os.chmod(directory, 0o700)
+    assert local_transport.socket_dir() == directory
+
+
+def test_the_sweep_removes_sockets_nobody_listens_on_and_keeps_live_ones(serve, service):
+    live = _path_of(serve(service, token=TOKEN))
+    directory = local_transport.socket_dir()
+    stale = os.path.join(directory, "0-sweep-test")
+    left = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    left.bind(stale)  # bound, never listening: the socket of a server that was killed
+    left.close()
+    young = os.path.join(directory, "1-sweep-test")
+    left = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    left.bind(young)
+    left.close()
+    old = time.time() - 3600
+    for path in (stale, live):
+        os.utime(path, (old, old), follow_symlinks=False)
+    try:
+        local_transport.sweep(directory)
+        assert not os.path.exists(stale)
+        assert os.path.exists(young)  # may be a server between its bind and its listen
+        assert os.path.exists(live)
+    finally:
+        for path in (stale, young):
+            if os.path.exists(path):
+                os.unlink(path)
+
+
+def _call_from_a_fork(address: str, results) -> None:
+    client = courier.Client(address, token=TOKEN)
+    results.put((client.ping(), client.transport, in_process.InProcessChannel.find(
+        address, None) is None))
+    client.close()
+
+
+def test_a_forked_child_reaches_its_parents_server_not_a_copy(serve, service):
+    server = serve(service, token=TOKEN)
+    context = multiprocessing.get_context("fork")
+    results = context.Queue()
+    child = context.Process(target=_call_from_a_fork, args=(server.address, results))
+    child.start()
+    try:
+        assert results.get(timeout=30) == ("pong", "local", True)
+    finally:
+        child.join(timeout=30)
+    assert service.calls == 1  # the parent's object answered
