@@ -76,15 +76,18 @@ def log(message: str) -> None:
 def run_program(python: str, launchpad_0_5: bool, mode: str, calls: int,
                 seconds: float) -> dict[str, Any]:
     """Runs rpc_program.py under `python` and returns its figures. Launchpad 0.5.2 runs it by
-    path from a folder of its own, so that this project's `launchpad` is not importable."""
+    path from a folder of its own, without PYTHONPATH, so that this project's `launchpad` is
+    not importable there."""
     with tempfile.TemporaryDirectory() as folder:
         out = os.path.join(folder, "figures.json")
         flags = ["--mode", mode, "--out", out, "--calls", str(calls), "--seconds", str(seconds)]
+        env = dict(os.environ)
         if launchpad_0_5:
             argv, cwd = [python, str(ROOT / "benchmarks" / "rpc_program.py"), *flags], folder
+            env.pop("PYTHONPATH", None)
         else:
             argv, cwd = [python, "-m", "benchmarks.rpc_program", *flags], str(ROOT)
-        done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True,
+        done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True,
                               timeout=PROGRAM_TIMEOUT_S)
         if done.returncode != 0 or not os.path.exists(out):
             raise RuntimeError(f"{' '.join(argv)} failed ({done.returncode}):\n"
