@@ -80,5 +80,7 @@ def test_make_program_labels_nodes_after_what_they_run():
 def test_node_options_are_checked_when_the_node_is_made():
     with pytest.raises(ValueError, match="courier_client_kwargs.*'retries'"):
         lp.CourierNode(dict, courier_client_kwargs={"retries": 3})
+    with pytest.raises(ValueError, match="courier_client_kwargs: transport must be one of"):
+        lp.CourierNode(dict, courier_client_kwargs={"transport": "pigeon"})
     with pytest.raises(TypeError, match="PyNode needs a callable"):
         lp.PyNode(42)

@@ -15,10 +15,12 @@ from typing import Any
 
 from launchpad import context
 from launchpad.courier import client as courier_client
+from launchpad.courier import transport as courier_transport
 from launchpad.nodes import base, python
 
 SERVER_OPTIONS = frozenset({"thread_pool_size"})
-CLIENT_OPTIONS = frozenset({"call_timeout", "wait_for_ready", "connect_timeout", "compress"})
+CLIENT_OPTIONS = frozenset({"call_timeout", "wait_for_ready", "connect_timeout", "compress",
+                            "transport"})
 
 
 def check_options(kind: str, given: dict | None, allowed: frozenset) -> dict:
@@ -48,7 +50,7 @@ class CourierNode(python.PyClassNode):
       cls: the class (or factory) of the served object.
       courier_kwargs: server options: `thread_pool_size` (calls served at once).
       courier_client_kwargs: options of the clients its handle gives: `call_timeout`,
-        `wait_for_ready`, `connect_timeout`, `compress` (see courier.Client).
+        `wait_for_ready`, `connect_timeout`, `compress`, `transport` (see courier.Client).
     """
 
     def __init__(self, cls: Callable[..., Any], *args,
@@ -58,6 +60,11 @@ class CourierNode(python.PyClassNode):
         self._server_kwargs = check_options("courier_kwargs", courier_kwargs, SERVER_OPTIONS)
         self._client_kwargs = check_options(
             "courier_client_kwargs", courier_client_kwargs, CLIENT_OPTIONS)
+        if self._client_kwargs.get("transport") is not None:
+            try:
+                courier_transport.mode_of(self._client_kwargs["transport"])
+            except ValueError as e:
+                raise ValueError(f"courier_client_kwargs: {e}") from None
 
     def create_handle(self) -> base.Handle:
         return CourierHandle(self, self._client_kwargs)

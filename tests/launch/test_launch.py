@@ -11,6 +11,7 @@ import pytest
 
 import launchpad as lp
 from launchpad import courier
+from launchpad.courier import transport as courier_transport
 from tests.launch.helpers import TIMEOUT
 
 
@@ -496,3 +497,21 @@ def test_clients_reach_a_restarted_node_by_themselves(launch, box):
     second = starts.get()  # the node was built again
     assert second != first
     assert client.ident() == second  # the same client, reconnected to the new node
+
+
+
+def test_calls_take_the_fastest_transport_and_a_handle_may_force_grpc(launch, request):
+    program = lp.Program("transports")
+    fast = program.add_node(lp.CourierNode(Echo), label="fast")
+    forced = program.add_node(
+        lp.CourierNode(Echo, courier_client_kwargs={"transport": "grpc"}), label="forced")
+    launch(program)
+    fast_client, forced_client = fast.dereference(), forced.dereference()
+    assert fast_client.echo(1) == 1 and forced_client.echo(2) == 2
+    assert forced_client.transport == "grpc"
+    fastest = {"local_mt": "in-process", "test_mt": "in-process", "local_mp": "local",
+               "test_mp": "local"}.get(request.node.callspec.params["launch"])
+    if courier_transport.mode_of(None) == "grpc":  # forced for the whole run
+        fastest = "grpc"
+    if fastest is not None:  # (on a cluster, it depends on where the node was placed)
+        assert fast_client.transport == fastest
