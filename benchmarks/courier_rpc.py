@@ -29,7 +29,6 @@ import contextlib
 import json
 import os
 import platform
-import select
 import statistics
 import subprocess
 import sys
@@ -44,9 +43,9 @@ import numpy as np
 from benchmarks import rpc_program
 from benchmarks._baselines import GrpcClient, SocketClient
 from launchpad import courier
+from tests.courier import children
 
 ROOT = Path(__file__).resolve().parent.parent
-PORT_TIMEOUT_S = 30.0
 PROGRAM_TIMEOUT_S = 300.0
 
 # (figure, our system and key, Launchpad's, the target ratio, whether lower is better)
@@ -101,23 +100,11 @@ def run_program(python: str, launchpad_0_5: bool, mode: str, calls: int,
 
 @contextlib.contextmanager
 def child_server(argv: list[str]) -> Iterator[int]:
-    """Runs a server child (it prints its port, and ends when its stdin closes)."""
-    proc = subprocess.Popen(argv, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
-    try:
-        ready, _, _ = select.select([proc.stdout], [], [], PORT_TIMEOUT_S)
-        line = proc.stdout.readline() if ready else b""
-        if not line:
-            raise RuntimeError(f"{' '.join(argv)} printed no port")
-        yield int(line)
-    finally:
-        proc.stdin.close()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        proc.stdout.close()
+    """Runs a server child from the project's root (it prints its port, and ends when its
+    stdin closes); yields its port."""
+    with children.child_server(argv, cwd=str(ROOT),
+                               env={**os.environ, "PYTHONPATH": str(ROOT)}) as (_, port):
+        yield port
 
 
 def measure_baseline(module: str, make_client, calls: int, seconds: float) -> dict[str, Any]:

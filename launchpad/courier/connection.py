@@ -160,13 +160,13 @@ class Connection:
             if not early:
                 return
             stream = self._usable(None)  # the early calls travel together
-            if stream is not None:
+            if stream is None:
+                self._early = early  # failed by close(), below
+            else:
                 for call_id, _, future in early:
                     stream.pending[call_id] = future
                 stream.start_thread(self._serve_queue)
         if stream is None:
-            for _, _, future in early:
-                settle(future, exception=self._went_away())
             self.close(self._went_away())
             return
         stream.outbox.put([frame for _, frame, _ in early])
@@ -203,7 +203,8 @@ class Connection:
                 if not isinstance(self._target, str):
                     attempt = min(attempt, _RESOLVE_AGAIN_SECS)
                 if channel.wait_until_ready(attempt):
-                    ready, channel = self._faster(channel), None
+                    ready, channel = transport.faster(channel, self.address, self._tls,
+                                                      self._mode), None
                     return ready
                 if deadline is not None and time.monotonic() >= deadline:
                     raise self._unreachable(channel)
@@ -214,17 +215,6 @@ class Connection:
     def _new_channel(self) -> streams.Channel:
         return transport.open_channel(self.address, compress=self._compress, tls=self._tls,
                                       mode=self._mode)
-
-    def _faster(self, channel: streams.Channel) -> streams.Channel:
-        """A gRPC channel that came up: replaced by a faster way to its server, if that
-        is there now (the server was starting when the channel was opened)."""
-        if channel.kind != "grpc":
-            return channel
-        faster = transport.fast_channel(self.address, self._tls, self._mode)
-        if faster is None:
-            return channel
-        channel.close()
-        return faster
 
     def _unreachable(self, channel: streams.Channel) -> errors.ServerUnavailableError:
         """The error of calls that waited connect_timeout in vain, with gRPC's reason (over

@@ -4,8 +4,8 @@ A transport carries courier messages (serialization.py) on long-lived streams, o
 each way per exchange. The client side of each transport has a `Channel` that opens
 `ClientStream`s; the server side hands each stream it accepts to the server's handler with a
 `Peer`, the server's view of the client at its other end. Three transports implement these
-(transport.py chooses among them per connection): in_process.py, local_transport.py (a Unix
-socket) and grpc_transport.py.
+(transport.py chooses among them per connection): in_process.py, the local socket
+(local_server.py and local_client.py) and grpc_transport.py.
 
 A stream ends with a gRPC status code and details whatever its transport, so that callers
 map the end of a stream to one courier error in one place (`error_for_broken_stream`).

@@ -1,7 +1,7 @@
 """Every transport of a server at once, and for a client the fastest that reaches it.
 
 A courier server is reachable three ways (`Endpoints`): through gRPC on its port (from any
-host), through a Unix socket (local_transport.py, from its own host) and directly (in_process.py,
+host), through a Unix socket (local_sockets.py, from its own host) and directly (in_process.py,
 from its own process). A client opens the fastest channel that reaches the server it names
 (`open_channel`): in-process, else local, else gRPC. The semantics are the same on each
 (the same messages, errors, timeouts, cancellation and token); only the cost differs.
@@ -17,7 +17,8 @@ from __future__ import annotations
 import os
 
 from launchpad.courier import grpc_transport, in_process, streams
-from launchpad.courier.local_transport import LocalChannel, LocalServer
+from launchpad.courier.local_client import LocalChannel
+from launchpad.courier.local_server import LocalServer
 from launchpad.courier.tls import TLS
 
 ENV_TRANSPORT = "LAUNCHPAD_COURIER_TRANSPORT"
@@ -56,6 +57,19 @@ def open_channel(address: str, *, compress: bool = False, tls: TLS | None = None
     """The fastest channel to the server at `address` there is now (gRPC if no other)."""
     return (fast_channel(address, tls, mode)
             or grpc_transport.GrpcChannel(address, compress, tls))
+
+
+def faster(channel: streams.Channel, address: str, tls: TLS | None,
+           mode: str) -> streams.Channel:
+    """`channel`, or, for a gRPC channel that has just come up, a faster way to its server
+    if there is one now (the server was starting when the channel was opened)."""
+    if channel.kind != "grpc":
+        return channel
+    found = fast_channel(address, tls, mode)
+    if found is None:
+        return channel
+    channel.close()
+    return found
 
 
 class Endpoints:

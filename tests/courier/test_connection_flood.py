@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import os
 import resource
-import select
 import socket
 import subprocess
 import sys
@@ -20,7 +19,8 @@ import time
 
 import pytest
 
-from launchpad.courier import limits, local_transport, transport
+from launchpad.courier import limits, local_sockets, transport
+from tests.courier.children import child_server
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -74,21 +74,9 @@ _CALLER = textwrap.dedent("""
 @contextlib.contextmanager
 def _limited_server(log_path):
     """A courier server in a child process limited to LIMIT open files; yields (pid, port)."""
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-c", _SERVER, str(LIMIT), TOKEN],
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log)
-    try:
-        ready, _, _ = select.select([proc.stdout], [], [], 30)
-        assert ready, "the child server printed no port within 30 s"
-        yield proc.pid, int(proc.stdout.readline())
-    finally:
-        proc.stdin.close()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        proc.stdout.close()
+    with open(log_path, "wb") as log, child_server(
+            [sys.executable, "-c", _SERVER, str(LIMIT), TOKEN], stderr=log) as found:
+        yield found
 
 
 def _sockets_held(pid: int) -> int:
@@ -105,8 +93,8 @@ def _idle_connection(kind: str, port: int) -> socket.socket:
         sock, where = socket.socket(), ("127.0.0.1", port)
     else:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        where = local_transport.socket_path(local_transport.socket_dir(), "127.0.0.1", port,
-                                            None)
+        where = local_sockets.socket_path(local_sockets.socket_dir(), "127.0.0.1", port,
+                                          None)
     sock.setblocking(False)
     with contextlib.suppress(BlockingIOError):
         sock.connect(where)
@@ -147,7 +135,7 @@ _RAISE = textwrap.dedent("""
     import sys
 
     resource.setrlimit(resource.RLIMIT_NOFILE, (int(sys.argv[1]), int(sys.argv[2])))
-    from launchpad.courier import limits, local_transport, transport
+    from launchpad.courier import limits
 
     print(limits.raise_open_files_limit(), limits.incoming_connections_cap(),
           *resource.getrlimit(resource.RLIMIT_NOFILE))

@@ -11,8 +11,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
-import select
-import subprocess
 import sys
 import textwrap
 import time
@@ -22,6 +20,7 @@ import pytest
 
 from launchpad import courier
 from launchpad.courier import shared_memory
+from tests.courier.children import child_server
 
 pytestmark = [
     pytest.mark.timeout(90),
@@ -66,20 +65,8 @@ def _rss(pid: int | str) -> int:
 @contextlib.contextmanager
 def _child_server():
     """A courier server in another process; yields (pid, address); ends it afterwards."""
-    proc = subprocess.Popen([sys.executable, "-c", _CHILD, TOKEN], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE)
-    try:
-        ready, _, _ = select.select([proc.stdout], [], [], 30)
-        assert ready, "the child server printed no port within 30 s"
-        yield proc.pid, f"127.0.0.1:{int(proc.stdout.readline())}"
-    finally:
-        proc.stdin.close()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        proc.stdout.close()
+    with child_server([sys.executable, "-c", _CHILD, TOKEN]) as (pid, port):
+        yield pid, f"127.0.0.1:{port}"
 
 
 @pytest.fixture

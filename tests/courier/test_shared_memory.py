@@ -10,7 +10,6 @@ import concurrent.futures
 import contextlib
 import errno
 import os
-import select
 import subprocess
 import sys
 import textwrap
@@ -20,6 +19,7 @@ import pytest
 
 from launchpad.courier import errors, serialization, shared_memory, streams
 from launchpad.courier.serialization import Kind
+from tests.courier.children import child_server
 from tests.courier.conftest import TOKEN, assert_server_ends_stream, open_raw_channel
 
 pytestmark = [
@@ -315,21 +315,9 @@ _CHILD = textwrap.dedent("""
 @contextlib.contextmanager
 def _child_server(env: dict[str, str] | None = None):
     """A courier server in another process; yields (pid, address)."""
-    proc = subprocess.Popen([sys.executable, "-c", _CHILD, TOKEN], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, env={**os.environ, **(env or {})})
-    try:
-        ready, _, _ = select.select([proc.stdout], [], [], 30)
-        assert ready, "the child server printed no port within 30 s"
-        port = int(proc.stdout.readline())
-        yield proc.pid, f"127.0.0.1:{port}"
-    finally:
-        proc.stdin.close()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        proc.stdout.close()
+    with child_server([sys.executable, "-c", _CHILD, TOKEN],
+                      env={**os.environ, **(env or {})}) as (pid, port):
+        yield pid, f"127.0.0.1:{port}"
 
 
 def test_another_process_on_this_host_shares_memory_both_ways(connect, regions_before):

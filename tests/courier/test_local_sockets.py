@@ -10,14 +10,14 @@ import time
 import pytest
 
 from launchpad import courier
-from launchpad.courier import in_process, local_transport
+from launchpad.courier import in_process, local_sockets
 from tests.courier.conftest import TOKEN
 
 pytestmark = pytest.mark.timeout(60)
 
 
 def _path_of(server: courier.Server) -> str:
-    return local_transport.socket_path(local_transport.socket_dir(), "127.0.0.1", server.port,
+    return local_sockets.socket_path(local_sockets.socket_dir(), "127.0.0.1", server.port,
                                        None)
 
 
@@ -54,21 +54,21 @@ def test_a_process_of_another_user_cannot_connect(serve, service):
 
 
 def test_a_socket_directory_open_to_others_is_not_used(serve, connect, service):
-    directory = local_transport.socket_dir()
+    directory = local_sockets.socket_dir()
     os.chmod(directory, 0o755)
     try:
-        assert local_transport.socket_dir() is None
+        assert local_sockets.socket_dir() is None
         client = connect(serve(service, token=TOKEN), token=TOKEN, transport="local")
         assert client.ping() == "pong"
         assert client.transport == "grpc"  # the server made no socket there
     finally:
         os.chmod(directory, 0o700)
-    assert local_transport.socket_dir() == directory
+    assert local_sockets.socket_dir() == directory
 
 
 def test_the_sweep_removes_sockets_nobody_listens_on_and_keeps_live_ones(serve, service):
     live = _path_of(serve(service, token=TOKEN))
-    directory = local_transport.socket_dir()
+    directory = local_sockets.socket_dir()
     stale = os.path.join(directory, "0-sweep-test")
     left = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     left.bind(stale)  # bound, never listening: the socket of a server that was killed
@@ -81,7 +81,7 @@ def test_the_sweep_removes_sockets_nobody_listens_on_and_keeps_live_ones(serve, 
     for path in (stale, live):
         os.utime(path, (old, old), follow_symlinks=False)
     try:
-        local_transport.sweep(directory)
+        local_sockets.sweep(directory)
         assert not os.path.exists(stale)
         assert os.path.exists(young)  # may be a server between its bind and its listen
         assert os.path.exists(live)

@@ -1,0 +1,142 @@
+"""The local transport: courier streams between processes of one host, over Unix sockets.
+
+This module says where the sockets are and what travels on them; local_server.py listens,
+local_client.py connects.
+
+gRPC spends most of a small call's time in its own per-message machinery (a Python call is
+~10x a raw socket round trip here), which buys nothing between two processes of one host.
+So every courier server also listens on a Unix socket, and a client of a server on its own
+host (hosts.py) opens its streams there: one socket connection per stream, carrying the same
+messages as a gRPC stream would, each a record (records.py).
+
+Where the sockets are, and who may use them: `/tmp/launchpad-courier-UID/`, a directory
+this user owns and only this user can enter (checked: owner, mode, not a link, before every
+use); a socket's name is a digest of this host's identity, the server's host and port and
+its TLS (`tls_tag`), so a client finds the socket of the server it means by computing the
+name. Neither a client of another TLS (it then goes through gRPC, whose handshake refuses or
+accepts it) nor a process of another user (the directory's mode; and each end checks its
+peer's uid with SO_PEERCRED before anything else) gets in.
+
+A stream opens with the client's hello, `LPC1`, its token and its shared-memory probe,
+sent with its first message. The server reads only the hello (within 5 s, at most 64
+connections at once: local_server.py; a peer that connects and says nothing is let go, and
+costs nothing after), checks the token, answers with its own probe (or ends the stream as
+refused), and only then reads messages. The server ends a stream with a status record
+(a gRPC status code and its details), so calls fail here as they would over gRPC.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+import stat
+import struct
+import time
+
+import grpc
+from absl import logging
+
+from launchpad.courier import hosts
+from launchpad.courier.tls import TLS, tls_tag
+
+MAGIC = b"LPC1"
+# The kinds of record: the client's hello, the server's answer to it, a message (either
+# way), the server's status that ends the stream.
+HELLO, ANSWER, MESSAGE, STATUS = 1, 2, 3, 4
+HELLO_MAX = 4096
+MAX_MESSAGE = 1 << 62  # as over gRPC: a message is as long as its sender makes it
+_FIELD = struct.Struct("<H")
+_PEERCRED = struct.Struct("3i")
+_STALE_SECS = 60.0
+
+
+def socket_dir() -> str | None:
+    """This user's socket directory, made if missing; None if it is not safely ours."""
+    path = f"/tmp/launchpad-courier-{os.getuid()}"
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    except OSError:
+        return None
+    info = os.lstat(path)
+    if (not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid()
+            or info.st_mode & 0o077):
+        logging.log_first_n(logging.WARNING, "Courier's socket directory %s is not a "
+                            "directory only this user can use; same-host calls use gRPC",
+                            1, path)
+        return None
+    return path
+
+
+def sweep(directory: str) -> None:
+    """Removes the sockets of servers that are gone without removing theirs (a process
+    killed): those nobody listens on any more, and old enough that they cannot be a server
+    between its bind and its listen."""
+    cutoff = time.time() - _STALE_SECS
+    for entry in os.scandir(directory):
+        try:
+            info = entry.stat(follow_symlinks=False)
+            if not stat.S_ISSOCK(info.st_mode) or info.st_mtime > cutoff:
+                continue
+            probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                probe.setblocking(False)
+                probe.connect(entry.path)
+            except ConnectionRefusedError:
+                os.unlink(entry.path)
+            except OSError:
+                pass  # listening (the backlog full, or accepted): not stale
+            finally:
+                probe.close()
+        except OSError:
+            continue
+
+
+def socket_path(directory: str, host: str, port: int, tls: TLS | None) -> str:
+    key = f"{hosts.host_identity()}|{host}|{port}|{tls_tag(tls)}".encode()
+    return os.path.join(directory, f"{port}-{hashlib.blake2b(key, digest_size=8).hexdigest()}")
+
+
+def peer_uid(sock: socket.socket) -> int:
+    return _PEERCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                            _PEERCRED.size))[1]
+
+
+# ----------------------------------------------------------------------------- server
+
+
+def parse_hello(hello: bytes) -> tuple[str, str] | None:
+    """(token, probe) of a hello, or None if it is not one."""
+    try:
+        if not hello.startswith(MAGIC):
+            return None
+        offset, fields = len(MAGIC), []
+        for _ in range(2):
+            (length,) = _FIELD.unpack_from(hello, offset)
+            offset += _FIELD.size
+            fields.append(hello[offset:offset + length].decode())
+            offset += length
+        return (fields[0], fields[1]) if offset == len(hello) else None
+    except (struct.error, UnicodeDecodeError):
+        return None
+
+
+def hello(token: str, probe: str) -> bytes:
+    parts = [MAGIC]
+    for field in (token.encode(), probe.encode()):
+        parts += [_FIELD.pack(len(field)), field]
+    return b"".join(parts)
+
+
+def status(code: grpc.StatusCode, details: str) -> bytes:
+    return bytes([code.value[0]]) + details.encode()
+
+
+_CODES = {code.value[0]: code for code in grpc.StatusCode}
+
+
+def status_of(body: bytes) -> tuple[grpc.StatusCode, str]:
+    """The code and details of a status record's bytes."""
+    return _CODES.get(body[0], grpc.StatusCode.UNKNOWN), body[1:].decode(errors="replace")

@@ -1,0 +1,40 @@
+"""Servers in child processes, for tests (and benchmarks) that need another process.
+
+A child prints the port it serves on as one line of stdout and ends when its stdin closes,
+so it never outlives the process that started it, even one that was killed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import select
+import subprocess
+from collections.abc import Iterator, Sequence
+from typing import IO
+
+PORT_TIMEOUT_SECS = 30.0
+
+
+@contextlib.contextmanager
+def child_server(argv: Sequence[str], *, env: dict[str, str] | None = None,
+                 cwd: str | None = None,
+                 stderr: IO | None = None) -> Iterator[tuple[int, int]]:
+    """Runs `argv`; yields (pid, port) once it has printed its port; ends it afterwards
+    (its stdin closed, then killed if it lingers past 10 s)."""
+    proc = subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=stderr, env=env, cwd=cwd)
+    try:
+        ready, _, _ = select.select([proc.stdout], [], [], PORT_TIMEOUT_SECS)
+        line = proc.stdout.readline() if ready else b""
+        if not line:
+            raise RuntimeError(f"{' '.join(argv)} printed no port within "
+                               f"{PORT_TIMEOUT_SECS:.0f} s (exit status {proc.poll()})")
+        yield proc.pid, int(line)
+    finally:
+        proc.stdin.close()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
