@@ -241,7 +241,7 @@ class Server:
         with whether it is the last; the stream waits again once it has the last."""
         self._set_waiting(peer, False)
         for reply, last in self._answer(peer, message, None, outbox, run_last_here):
-            if last:
+            if last and peer in self._streams:  # (not if the stream was cancelled meanwhile)
                 self._set_waiting(peer, True)
             yield reply, last
 
