@@ -2,7 +2,8 @@
 
 A fresh interpreter importing grpc, numpy and cloudpickle costs 0.15-0.25 s of CPU, so 100 nodes
 on 2 cores would take over 10 s to start. The fork server pays that once per launch; each node is
-then a fork (milliseconds), and the forks share the imported code's memory pages::
+then a fork (milliseconds), and the forks share the imported code's memory pages (`_preload`
+prepares the server for that; see also fork_heap.py)::
 
     launcher (ForkServer, a Spawner)            fork server (this module's main)
       spawn(spec, stdio) -- request + fds -->     fork -> child: own process group, stdio, worker
@@ -34,6 +35,8 @@ import sys
 import threading
 from collections.abc import Callable
 
+from launchpad.courier import allocator
+from launchpad.launch import fork_heap
 from launchpad.launch.process import ExecSpawner, PythonProcess, Stdio, own_process_group
 
 _MAX_MESSAGE = 1 << 20
@@ -232,17 +235,25 @@ def main() -> None:
 
 
 # Modules every node needs, imported once for all forks; gRPC loads some only when its first
-# server or channel is made (which must not happen here).
+# server or channel is made (which must not happen here). A module a node imports after its
+# fork costs it about 0.4 MB of pages copied (tests/launch/test_fork_server.py checks that a
+# fork serving and calling with courier imports nothing).
 _PRELOAD = ("launchpad", "launchpad.launch.runner", "concurrent.futures.thread",
-            "grpc._server", "grpc._interceptor", "grpc._utilities")
+            "grpc._server", "grpc._interceptor", "grpc._utilities", "grpc._channel",
+            "grpc._simple_stubs", "grpc.experimental")
 
 
 def _preload() -> None:
+    """Prepares this process so that its forks share as many of its pages as they can."""
     for module in _PRELOAD:
         try:
             importlib.import_module(module)
         except ImportError:  # a private gRPC module moved: nodes import what they need
             pass
+    # Courier sets these in every process: here, once, rather than in each fork (glibc
+    # consolidates the heap's free chunks when an option is set: 0.5 MB of pages per fork).
+    allocator.retain_freed_memory()
+    fork_heap.take_free_chunks()
     # Objects that exist now are shared by every fork: keep the collector from scanning them,
     # which would touch (and so copy) their pages in each node.
     gc.freeze()

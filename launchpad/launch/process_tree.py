@@ -22,10 +22,20 @@ _PR_SET_CHILD_SUBREAPER = 36
 _TERMINATE_GRACE_SECS = 1.0
 
 
+def _find_prctl():
+    with contextlib.suppress(OSError, AttributeError):  # not Linux
+        return ctypes.CDLL(None, use_errno=True).prctl
+    return None
+
+
+# Found once, at import: the fork server imports this module, so its forks only call it.
+_prctl = _find_prctl()
+
+
 def adopt_orphans() -> None:
     """Makes orphaned descendants of this process its children (a no-op off Linux)."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    if _prctl is not None:
+        _prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
 
 def descendants(pid: int) -> list[int]:
