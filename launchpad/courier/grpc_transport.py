@@ -176,7 +176,9 @@ class _GrpcPeer:
         self._context.abort(code, details)
 
     def cancel(self) -> None:
-        self._context.cancel()
+        """Nothing here: the server's graceful stop (GrpcServer.stop) ends the stream once
+        what it sent has gone out. Cancelling it now could drop a reply gRPC has accepted
+        but not yet written (a call that ended its node lost its reply so)."""
 
 
 class GrpcChannel:

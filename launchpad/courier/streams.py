@@ -88,7 +88,9 @@ class Peer(Protocol):
 
     def abort(self, code: grpc.StatusCode, details: str) -> NoReturn: ...
 
-    def cancel(self) -> None: ...
+    def cancel(self) -> None:
+        """Ends the stream as its server stops, every reply to it sent: once those have
+        gone out (a transport may leave that to the stop of its listener)."""
 
 
 def error_for_broken_stream(error: StreamBroken, address: str) -> errors.CourierError:

@@ -22,6 +22,9 @@ from launchpad.courier.local_server import LocalServer
 from launchpad.courier.tls import TLS
 
 ENV_TRANSPORT = "LAUNCHPAD_COURIER_TRANSPORT"
+# How long a stopping server's gRPC streams live on, every reply sent, so that the last
+# replies leave before the streams are cancelled (a stream with no RPC left ends at once).
+_GRPC_FLUSH_SECS = 0.2
 MODES = ("auto", "local", "grpc")
 
 
@@ -93,8 +96,9 @@ class Endpoints:
         self._grpc.start()
 
     def stop(self) -> None:
-        """Stops accepting on every transport, then stops gRPC (its streams end)."""
+        """Stops accepting on every transport, then stops gRPC: its streams end after
+        `_GRPC_FLUSH_SECS`, time for what they sent to go out (streams.Peer.cancel)."""
         in_process.unregister(self._host, self.port, self._target)
         if self._local is not None:
             self._local.stop()
-        self._grpc.stop(grace=None)
+        self._grpc.stop(grace=_GRPC_FLUSH_SECS)
