@@ -61,9 +61,13 @@ class ControllerClient:
         self._client = courier_client.Client(address, token=token, wait_for_ready=False,
                                              tls=tls)
         self._checked = False
+        self._ended = False  # (set by forget(): its calls fail at once)
         self._lock = threading.Lock()
 
     def _call(self, method: str, *args):
+        if self._ended:
+            raise courier_errors.ServerUnavailableError(
+                f"The controller at {self.address} has ended")
         if not self._checked:
             self._check_version()
         return self._client.call(method, *args)
@@ -180,10 +184,13 @@ def client_for(address: str, token: str, tls: TLS | None = None) -> ControllerCl
 
 
 def forget(address: str) -> None:
-    """Closes and drops the clients of a controller that has ended."""
+    """Closes the clients of a controller that has ended; they stay this process's clients
+    of it, whose calls fail at once (as a vanished controller's do), so that code still
+    running (a node thread that outlived its program) does not try to reach it again."""
     with _clients_lock:
-        gone = [key for key in _clients if key[0] == address]
-        clients = [_clients.pop(key) for key in gone]
+        clients = [client for key, client in _clients.items() if key[0] == address]
+        for client in clients:
+            client._ended = True
     for client in clients:
         client.close()
 

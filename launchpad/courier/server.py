@@ -226,8 +226,11 @@ class Server:
             self.detach(peer)
 
     def attach(self, peer: streams.Peer) -> None:
-        """Counts a new stream, waiting for its first message."""
+        """Counts a new stream, waiting for its first message; one that comes as the server
+        stops is ended (stop() ends those it counted before it began)."""
         self._set_waiting(peer, True)
+        if self._stopped.is_set():
+            peer.cancel()
 
     def detach(self, peer: streams.Peer) -> None:
         """Forgets a stream that ended."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 import concurrent.futures
 import secrets
 import threading
+import time
 
 from absl import logging
 
@@ -32,6 +33,9 @@ from launchpad.launch.ending import NodeWorker
 from launchpad.launch.registry import AddressRegistry
 from launchpad.launch.supervisor import Supervisor
 from launchpad.program import Program
+
+# How often a wait of the main thread wakes to let a Ctrl+C in (see _wait_in_slices).
+_WAIT_SLICE_SECS = 0.2
 
 
 class Controller:
@@ -239,7 +243,7 @@ class Controller:
         Raises:
           NodeFailedError: a node failed (the first one), with its traceback.
         """
-        if not self._finished.wait(timeout):
+        if not _wait_in_slices(self._finished, timeout):
             return False
         if self.failure is not None:
             raise self.failure
@@ -352,3 +356,17 @@ class _ControllerService:
 
     def wait_for_end(self) -> concurrent.futures.Future:
         return self._controller.end_future()
+
+
+def _wait_in_slices(event: threading.Event, timeout: float | None) -> bool:
+    """`event.wait(timeout)`, waking every `_WAIT_SLICE_SECS`: the kernel may give a Ctrl+C to
+    any thread of the process, and Python runs its handler in the main thread only when that
+    thread next runs Python code, which a wait without a timeout never does (a script waiting
+    for its program at exit ignored Ctrl+C so)."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        left = _WAIT_SLICE_SECS if deadline is None else deadline - time.monotonic()
+        if event.wait(max(0.0, min(left, _WAIT_SLICE_SECS))):
+            return True
+        if deadline is not None and time.monotonic() >= deadline:
+            return False
