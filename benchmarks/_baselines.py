@@ -13,6 +13,7 @@ These do the same with the least a caller of each baseline must do:
 
 from __future__ import annotations
 
+import abc
 import socket
 from typing import Any
 
@@ -30,7 +31,23 @@ def _as_bytes(value: Any) -> bytes:
     return value.tobytes() if isinstance(value, np.ndarray) else value
 
 
-class SocketClient:
+class _EchoClient(abc.ABC):
+    """What both baselines do with an echo of bytes (`_echo`): a value out and back, an
+    array as its bytes and back as a view of them."""
+
+    @abc.abstractmethod
+    def _echo(self, data: bytes) -> bytes | bytearray:
+        """Sends `data` and returns the bytes that come back: each baseline's round trip."""
+
+    def ping(self, value: Any) -> Any:
+        reply = self._echo(_as_bytes(value))
+        return np.frombuffer(reply, value.dtype) if isinstance(value, np.ndarray) else reply
+
+    def as_array(self, data: bytes) -> np.ndarray:
+        return np.frombuffer(self._echo(data), np.float32)
+
+
+class SocketClient(_EchoClient):
     """A client of the raw socket echo at `address` ('host:port')."""
 
     futures = None  # none: see the module doc
@@ -49,13 +66,6 @@ class SocketClient:
         (size,) = LENGTH.unpack(read_exactly(self._sock, LENGTH.size))
         return read_exactly(self._sock, size)
 
-    def ping(self, value: Any) -> Any:
-        reply = self._echo(_as_bytes(value))
-        return np.frombuffer(reply, value.dtype) if isinstance(value, np.ndarray) else reply
-
-    def as_array(self, data: bytes) -> np.ndarray:
-        return np.frombuffer(self._echo(data), np.float32)
-
     def close(self) -> None:
         self._sock.close()
 
@@ -68,7 +78,7 @@ class _GrpcFutures:
         return self._stub.future(_as_bytes(value))
 
 
-class GrpcClient:
+class GrpcClient(_EchoClient):
     """A client of the raw grpcio echo at `address`, over TLS with `tls`."""
 
     def __init__(self, address: str, tls: courier.TLS | None = None):
@@ -87,12 +97,8 @@ class GrpcClient:
     def __reduce__(self):
         return (GrpcClient, (self.address, self._tls))
 
-    def ping(self, value: Any) -> Any:
-        reply = self._stub(_as_bytes(value))
-        return np.frombuffer(reply, value.dtype) if isinstance(value, np.ndarray) else reply
-
-    def as_array(self, data: bytes) -> np.ndarray:
-        return np.frombuffer(self._stub(data), np.float32)
+    def _echo(self, data: bytes) -> bytes:
+        return self._stub(data)
 
     def close(self) -> None:
         self._channel.close()
