@@ -34,7 +34,7 @@ $(VENV)/.installed: pyproject.toml
 	@test -n "$(PY311)" || { echo "Python 3.11 not found (pyenv or python3.11)"; exit 1; }
 	test -x $(VENV)/bin/python || $(PY311) -m venv $(VENV)
 	$(VENV)/bin/pip install $(PIP_FLAGS) --upgrade pip
-	$(VENV)/bin/pip install $(PIP_FLAGS) -e '.[dev,reverb,ray,kubernetes]'
+	$(VENV)/bin/pip install $(PIP_FLAGS) -e '.[dev,reverb,examples,ray,kubernetes]'
 	touch $@
 
 $(VENV313)/.installed: pyproject.toml
