@@ -88,6 +88,9 @@ class Controller:
         self._ended_nodes = False
         self._stopping = threading.Event()
         self.stop_reason = ""  # why the program was stopped from outside, if it was
+        # Where the nodes' logs are kept (local_mp's terminal='output_to_files'; Slurm's run
+        # folder), for a script to say so when its program ends; None where nothing keeps them.
+        self.log_dir: str | None = None
         self._finished = threading.Event()
         # Starts the processes of MultiProcessingColocation nodes run as threads here.
         self._process_starter = process.ChildProcessStarter(termination_notice_secs,

@@ -52,7 +52,10 @@ def launch(program: Program, controller: Controller, *, local_resources: dict | 
            terminal: str | None, bind_address: str | None = None, **unused: Any) -> None:
     """Starts one process per node of `program` under `controller`."""
     run_dir = make_run_dir(program.name)
-    term = terminals.make(terminals.choose(terminal), program.name, run_dir)
+    chosen = terminals.choose(terminal)
+    term = terminals.make(chosen, program.name, run_dir)
+    if chosen == terminals.OUTPUT_TO_FILES:
+        controller.log_dir = run_dir
     spawner = fork_server.ForkServer()
     controller.on_finish(lambda: _clean_up(run_dir, term, spawner))
     launcher_context = controller.launcher_context

@@ -155,6 +155,9 @@ def run_process(node_spec: spec.NodeSpec) -> int:
         if entry not in sys.path:
             sys.path.insert(0, entry)
     os.environ.update(node_spec.env)
+    # TensorFlow's C++ start-up notes (cpu_feature_guard's, oneDNN's) are INFO lines, one
+    # block per node process: quiet unless the user sets the level (0 shows them again).
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
     if node_spec.argv:
         sys.argv[:] = node_spec.argv
     process_tree.adopt_orphans()  # what the node starts is found, and ended, at its exit
