@@ -27,7 +27,8 @@ def _row(counts: dict, previous: tuple[float, float] | None) -> tuple[list[str],
     return cells, (now, actor_steps)
 
 
-def _counts(counter) -> dict | None:
+def read_counts(counter) -> dict | None:
+    """The counter's counts; None once it is gone (the program stopping)."""
     try:
         return counter.get_counts()
     except Exception:  # noqa: BLE001 - the counter is gone: the program is stopping
@@ -56,7 +57,7 @@ def _follow_plain(controller, counter, max_actor_steps: int) -> None:
     while not _ended(controller):
         if time.monotonic() - shown_at < PLAIN_EVERY_SECS:
             continue
-        counts = _counts(counter)
+        counts = read_counts(counter)
         if counts is None:
             continue
         cells, previous = _row(counts, previous)
@@ -83,7 +84,7 @@ def _follow_live(controller, counter, max_actor_steps: int) -> None:
     previous, history, last_evaluations = None, [], 0
     with Live(table(None, history), refresh_per_second=2, transient=False) as view:
         while not _ended(controller):
-            counts = _counts(counter)
+            counts = read_counts(counter)
             if counts is None:
                 continue
             cells, previous = _row(counts, previous)
