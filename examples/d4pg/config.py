@@ -56,6 +56,8 @@ class D4PGConfig:
     devices: int = _field(1, "Learner replicas in its process (logical CPU devices where "
                           "there are no GPUs).")
     num_workers: int = _field(1, "Learner worker processes (sync all-reduce between them).")
+    max_restarts: int = _field(3, "Times a failed actor or evaluator (they keep no state) is "
+                               "restarted before its failure stops the program.")
 
     def check(self) -> None:
         """Raises ValueError naming the first flag whose value cannot work."""
@@ -73,6 +75,8 @@ class D4PGConfig:
             _refuse("num_atoms", self.num_atoms, "must be at least 2")
         if not self.v_min < self.v_max:
             _refuse("v_min", self.v_min, f"must be below --v_max={self.v_max}")
+        if self.max_restarts < 0:
+            _refuse("max_restarts", self.max_restarts, "must be >= 0")
         if self.sigma < 0:
             _refuse("sigma", self.sigma, "must be >= 0")
         if self.samples_per_insert < 0:

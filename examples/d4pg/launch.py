@@ -96,10 +96,14 @@ def make_program(config: D4PGConfig, output_dir: str | None = None) -> lp.Progra
         devices=config.devices), label="learner")
     cacher = program.add_node(lp.CacherNode(learner, refresh_interval_ms=500,
                                             stale_after_ms=60_000), label="cacher")
-    with program.group("actor"):
+    # Actors and the evaluator keep no state: one that fails is restarted (it pulls the
+    # policy again and writes on), up to max_restarts times each.
+    restart = lp.RestartPolicy(max_restarts=config.max_restarts) if config.max_restarts else None
+    with program.group("actor", restart=restart):
         for actor_id in range(config.num_actors):
             program.add_node(lp.CourierNode(Actor, replay, cacher, counter, actor_id, config))
-    program.add_node(lp.CourierNode(Evaluator, cacher, counter, config), label="evaluator")
+    with program.group("evaluator", restart=restart):
+        program.add_node(lp.CourierNode(Evaluator, cacher, counter, config))
     program.add_node(lp.PyNode(counting.stop_after, counter, "actor_steps",
                                config.max_actor_steps, 4 * config.eval_every_secs + 60),
                      label="limiter")

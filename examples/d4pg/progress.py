@@ -8,23 +8,38 @@ stopping) ends the view.
 
 from __future__ import annotations
 
+import collections
 import sys
 import time
 
 REFRESH_SECS = 1.0
+RATE_WINDOW_SECS = 10.0
 PLAIN_EVERY_SECS = 10.0
-COLUMNS = ("wall", "actor steps", "learner steps", "steps/s", "replay", "return")
+COLUMNS = ("wall", "actor steps", "learner steps", "actor steps/s", "replay", "return")
 
 
-def _row(counts: dict, previous: tuple[float, float] | None) -> tuple[list[str], tuple]:
-    """The table's cells for `counts`, and what the next row needs for its rate."""
-    now, actor_steps = counts["wall_s"], counts.get("actor_steps", 0)
-    rate = ((actor_steps - previous[1]) / max(now - previous[0], 1e-9) if previous else 0.0)
+class _Rate:
+    """Actor steps per second over the last RATE_WINDOW_SECS (actors count whole episodes,
+    so a rate over one refresh would jump between 0 and an episode per second)."""
+
+    def __init__(self):
+        self._samples: collections.deque = collections.deque()
+
+    def __call__(self, wall_s: float, steps: float) -> float:
+        self._samples.append((wall_s, steps))
+        while len(self._samples) > 2 and wall_s - self._samples[1][0] >= RATE_WINDOW_SECS:
+            self._samples.popleft()
+        (then, before), (now, after) = self._samples[0], self._samples[-1]
+        return (after - before) / (now - then) if now > then else 0.0
+
+
+def _row(counts: dict, rate: _Rate) -> list[str]:
+    """The table's cells for `counts`."""
+    actor_steps = counts.get("actor_steps", 0)
     latest = counts.get("latest_return")
-    cells = [f"{now:.0f} s", f"{actor_steps:,.0f}", f"{counts.get('learner_steps', 0):,.0f}",
-             f"{rate:,.0f}", f"{counts.get('replay_size', 0):,.0f}",
-             "-" if latest is None else f"{latest:.0f}"]
-    return cells, (now, actor_steps)
+    return [f"{counts['wall_s']:.0f} s", f"{actor_steps:,.0f}",
+            f"{counts.get('learner_steps', 0):,.0f}", f"{rate(counts['wall_s'], actor_steps):,.0f}",
+            f"{counts.get('replay_size', 0):,.0f}", "-" if latest is None else f"{latest:.0f}"]
 
 
 def read_counts(counter) -> dict | None:
@@ -53,14 +68,14 @@ def _ended(controller) -> bool:
 
 
 def _follow_plain(controller, counter, max_actor_steps: int) -> None:
-    previous, shown_at = None, 0.0
+    rate, shown_at = _Rate(), 0.0
     while not _ended(controller):
         if time.monotonic() - shown_at < PLAIN_EVERY_SECS:
             continue
         counts = read_counts(counter)
         if counts is None:
             continue
-        cells, previous = _row(counts, previous)
+        cells = _row(counts, rate)
         shown_at = time.monotonic()
         print("d4pg: " + ", ".join(f"{name} {cell}" for name, cell in zip(
             COLUMNS, cells, strict=True)) + f" (of {max_actor_steps:,} actor steps)",
@@ -81,14 +96,14 @@ def _follow_live(controller, counter, max_actor_steps: int) -> None:
             view.add_row(*cells, style="bold")
         return view
 
-    previous, history, last_evaluations = None, [], 0
+    rate, history, last_evaluations = _Rate(), [], 0
     with Live(table(None, history), refresh_per_second=2, transient=False) as view:
         while not _ended(controller):
             counts = read_counts(counter)
             if counts is None:
                 continue
-            cells, previous = _row(counts, previous)
-            if counts["evaluations"] > last_evaluations and last_evaluations:
-                history.append(cells)  # a row kept per new evaluation: the curve, as it grows
-            last_evaluations = counts["evaluations"]
-            view.update(table(cells, history))
+            cells = _row(counts, rate)
+            if counts["evaluations"] > last_evaluations:
+                history.append(cells)  # a row kept per evaluation: the curve, as it grows
+                last_evaluations = counts["evaluations"]
+            view.update(table(None if history and cells is history[-1] else cells, history))

@@ -284,9 +284,7 @@ class Connection:
             try:
                 frames = stream.outbox.get(timeout=_CHECK_IDLE_SECS)
             except queue.Empty:
-                # The thread has sent before, so the channel was ready: now it is not, its
-                # connection is gone.
-                if not stream.transport.alive():
+                if self._ended_while_idle(stream):
                     self.close(self._went_away())
                     return
                 continue
@@ -302,6 +300,15 @@ class Connection:
                     self._filling = None
             if not self._exchange(stream, frames):
                 return
+
+    def _ended_while_idle(self, stream: "_Stream") -> bool:
+        """Whether the server ended `stream`, which has waited a while with no call queued.
+        A call another thread drives on it meanwhile (a blocking call takes an idle stream)
+        has its reply on the way, which a transport's liveness peek would take for the
+        server's end: such a stream is in use, not ended. The lock keeps a call from being
+        registered between the two checks."""
+        with self._lock:
+            return not stream.pending and not stream.transport.alive()
 
     def _exchange(self, stream: "_Stream", frames: list[serialization.OutFrame],
                   caller_waits: bool = False) -> bool:

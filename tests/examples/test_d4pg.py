@@ -150,3 +150,16 @@ def test_d4pg_runs_a_short_program_and_stops_cleanly(tmp_path, args):
     shutil.rmtree(log_dir)
     assert "limiter: actor_steps reached 800" in logs["limiter.0.log"], logs
     assert not any("cpu_feature_guard" in log for log in logs.values()), logs  # quiet TF
+
+
+def test_progress_rate_is_averaged_over_whole_episodes():
+    """Actors count whole episodes: the rate shown spans RATE_WINDOW_SECS, not one refresh."""
+    from examples.d4pg.progress import RATE_WINDOW_SECS, _Rate
+    rate = _Rate()
+    assert rate(0.0, 0) == 0.0
+    assert rate(1.0, 0) == 0.0
+    assert rate(2.0, 200) == 100.0  # one episode of 200 steps in the last 2 s
+    assert rate(3.0, 200) == 200 / 3
+    later = 3.0 + RATE_WINDOW_SECS + 1
+    rate(later, 400)
+    assert rate(later + 1, 400) == (400 - 200) / (later + 1 - 2.0)  # older samples dropped
