@@ -86,8 +86,7 @@ def stop_after(counter, count: str, limit: float, final_evaluation_secs: float) 
           flush=True)
     evaluations = counts["evaluations"]
     deadline = time.monotonic() + final_evaluation_secs
-    while (counter.get_counts()["evaluations"] <= evaluations
-           and not stop.wait(min(POLL_SECS, max(0.0, deadline - time.monotonic())))
-           and time.monotonic() < deadline):
-        pass
+    while counter.get_counts()["evaluations"] <= evaluations and time.monotonic() < deadline:
+        if stop.wait(POLL_SECS):
+            return
     lp.stop()

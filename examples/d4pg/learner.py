@@ -118,12 +118,14 @@ class D4PGLearner:
         REPORT_EVERY steps: steps done, the replay table's size, the losses."""
         while not lp.stop_event().is_set():
             losses = self.step()
-            if self._steps % REPORT_EVERY == 0 and self._replicator.is_chief:
-                self._report(losses)
+            if self._steps % REPORT_EVERY == 0:
+                # Every worker reduces (a collective: all of them take part), the chief reports.
+                reduced = {name: float(self._replicator.reduce(value, "sum"))
+                           for name, value in losses.items()}
+                if self._replicator.is_chief:
+                    self._report(reduced)
 
-    def _report(self, losses: dict) -> None:
-        reduced = {name: float(self._replicator.reduce(value, "sum"))
-                   for name, value in losses.items()}
+    def _report(self, reduced: dict) -> None:
         table = self._replay.server_info()[TABLE]
         self._counter.increment(learner_steps=REPORT_EVERY)
         self._counter.set(replay_size=table.current_size, **reduced)
