@@ -15,10 +15,18 @@ it answers.
 
 A call is sent on a stream only when every call sent on it before is answered: that is what
 lets the server run each call on the stream's own thread (see server.py). Concurrent calls
-therefore use more streams. When a stream fails the connection is `broken`: its calls fail,
-and the client opens a new connection (resolving the address again) for later calls. A
-stream nobody watched since its last call may have died with its server; the stream
-(`alive`) tells, and such a connection is replaced before the call is sent.
+therefore use more streams. When a stream fails under a call the connection is `broken`: its
+calls fail, and the client opens a new connection (resolving the address again) for later
+calls.
+
+An idle stream may have ended meanwhile: with its server, or alone (the server ended just
+that stream). The stream tells (`alive`), cheaply, and one found dead, by the call about to
+use it or by the stream's own thread, is let go; a call then takes another stream or opens
+a new one. Only when the server is gone (a new stream cannot be opened: its socket refuses
+connections, gRPC's channel is not ready) does the connection break, as gRPC's channels
+do. A stream's thread looks only at its stream while it is idle, never while a caller drives
+it: the reply of that caller's call, waiting to be read, would look like the server's end of
+the stream.
 
 To a server on this host but not in this process, a stream may carry large parts through
 shared memory (its transport's `lane`, see shared_memory.py). Its region is reused from the
@@ -100,14 +108,16 @@ class Connection:
                 self._early.append((call_id, frame, future))
                 return True
             stream = None if drive else self._filling
-            if stream is None and self._idle:
-                stream = self._idle.pop()
-            stream = self._usable(stream)
+            dead: list[_Stream] = []
+            if stream is None:
+                stream = self._take_stream(dead)
             if stream is not None:
                 stream.pending[call_id] = future
                 if not drive:
                     self._filling = stream
                     stream.start_thread(self._serve_queue)
+        for ended in dead:
+            self._let_go(ended)
         if stream is None:
             self.close(self._went_away())
             return False
@@ -159,7 +169,7 @@ class Connection:
                 return
             if not early:
                 return
-            stream = self._usable(None)  # the early calls travel together
+            stream = self._open_stream()  # the early calls travel together
             if stream is None:
                 self._early = early  # failed by close(), below
             else:
@@ -227,20 +237,33 @@ class Connection:
 
     # ------------------------------------------------------------------ streams
 
-    def _usable(self, stream: _Stream | None) -> _Stream | None:
-        """`stream` if it is still alive (a stream nobody watched may have died with its
-        server), else a new stream; None when the server is gone (lock held). Without
-        wait_for_ready the channel may not have connected yet: its streams fail fast by
-        themselves."""
-        checked = self._wait_for_ready
-        if stream is not None:
-            return stream if not checked or stream.transport.alive() else None
-        if checked and not self._channel.is_ready():
+    def _take_stream(self, dead: list[_Stream]) -> _Stream | None:
+        """An idle stream still alive, else a new one; None when the server is gone (lock
+        held). Idle streams found dead are forgotten and added to `dead`, for the caller to
+        let go of once it has released the lock. Without wait_for_ready the channel may not
+        have connected yet: its streams fail fast by themselves, unchecked."""
+        while self._idle:
+            stream = self._idle.pop()
+            if not self._wait_for_ready or stream.transport.alive():
+                return stream
+            self._streams.discard(stream)
+            dead.append(stream)
+        return self._open_stream()
+
+    def _open_stream(self) -> _Stream | None:
+        """A new stream; None when the server is gone (lock held)."""
+        if self._wait_for_ready and not self._channel.is_ready():
             return None
         try:
             return self._new_stream()
         except streams.StreamBroken:  # e.g. a local server's socket that is gone
             return None
+
+    def _let_go(self, stream: _Stream) -> None:
+        """Ends an idle stream found dead, and its thread if it has one (lock not held: the
+        stream is no longer idle, so nobody else touches it)."""
+        stream.outbox.put(None)
+        stream.transport.finish()
 
     def _went_away(self) -> errors.ServerUnavailableError:
         return errors.ServerUnavailableError(f"Courier server at {self.address} went away")
@@ -284,10 +307,7 @@ class Connection:
             try:
                 frames = stream.outbox.get(timeout=_CHECK_IDLE_SECS)
             except queue.Empty:
-                # The thread has sent before, so the channel was ready: now it is not, its
-                # connection is gone.
-                if not stream.transport.alive():
-                    self.close(self._went_away())
+                if self._found_dead(stream):
                     return
                 continue
             if frames is None:
@@ -302,6 +322,20 @@ class Connection:
                     self._filling = None
             if not self._exchange(stream, frames):
                 return
+
+    def _found_dead(self, stream: "_Stream") -> bool:
+        """For a stream's thread with nothing to send: whether its stream, idle, has ended;
+        it is then let go, and the connection closed if its server is gone too. A stream a
+        caller drives is not looked at (see the module doc): that caller sees how it ends."""
+        with self._lock:  # held while looking: no caller takes the stream meanwhile
+            if stream not in self._idle or stream.transport.alive():
+                return False
+            self._idle.remove(stream)
+            self._streams.discard(stream)
+        self._let_go(stream)
+        if not self._channel.reachable():
+            self.close(self._went_away())
+        return True
 
     def _exchange(self, stream: "_Stream", frames: list[serialization.OutFrame],
                   caller_waits: bool = False) -> bool:

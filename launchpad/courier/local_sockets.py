@@ -78,20 +78,28 @@ def sweep(directory: str) -> None:
     for entry in os.scandir(directory):
         try:
             info = entry.stat(follow_symlinks=False)
-            if not stat.S_ISSOCK(info.st_mode) or info.st_mtime > cutoff:
-                continue
-            probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            try:
-                probe.setblocking(False)
-                probe.connect(entry.path)
-            except ConnectionRefusedError:
+            if stat.S_ISSOCK(info.st_mode) and info.st_mtime <= cutoff and not listening(
+                    entry.path):
                 os.unlink(entry.path)
-            except OSError:
-                pass  # listening (the backlog full, or accepted): not stale
-            finally:
-                probe.close()
         except OSError:
             continue
+
+
+def listening(path: str) -> bool:
+    """Whether a server listens on the socket at `path`: a connection made without waiting
+    and closed at once (its server reads nothing from it and lets it go). Only a socket
+    that refuses, or no socket, is not listening; a full backlog is a server that is."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.setblocking(False)
+        probe.connect(path)
+    except (ConnectionRefusedError, FileNotFoundError):
+        return False
+    except OSError:
+        pass  # e.g. the backlog is full (EAGAIN)
+    finally:
+        probe.close()
+    return True
 
 
 def socket_path(directory: str, host: str, port: int, tls: TLS | None) -> str:

@@ -66,11 +66,21 @@ class ClientStream(Protocol):
 
 
 class Channel(Protocol):
-    """A client's way to one server over one transport (`kind` names it)."""
+    """A client's way to one server over one transport (`kind` names it).
+
+    `is_ready` says, at no cost, whether a stream opened now could work (a transport whose
+    streams fail at once on a server that is gone may always say so); `reachable` says
+    whether the server is still there, at the cost of asking it: what a stream that ended
+    while idle asks, to tell a server that ended that stream from one that is gone.
+    """
 
     kind: str
 
     def wait_until_ready(self, timeout: float) -> bool: ...
+
+    def is_ready(self) -> bool: ...
+
+    def reachable(self) -> bool: ...
 
     def connect_failure(self) -> str: ...
 
