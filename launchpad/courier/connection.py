@@ -1,17 +1,13 @@
 """A client's connection to one courier server: one channel and a pool of streams.
 
-A connection thread resolves the address and waits (bounded) for the server; calls made
-meanwhile wait and then travel together. Once connected, a call goes one of two ways:
+A connection thread reaches the server (dialer.py: the address resolved, the fastest
+transport's channel, a bounded wait); calls made meanwhile wait and then travel together.
+Once connected, a call goes one of two ways:
 
 * driven (a blocking call): the calling thread takes an idle stream, sends its call and
   waits for the reply itself, which costs no thread hand-off at all;
 * queued (a future): the call joins the stream that is filling, whose own thread sends every
   call queued by the time it wakes as one message and sets their futures as replies come.
-
-The channel is the fastest transport that reaches the server (transport.py): the server
-itself when it is in this process, its Unix socket when it is on this host, gRPC otherwise;
-a server first reached through gRPC while it started is looked for on the faster ones once
-it answers.
 
 A call is sent on a stream only when every call sent on it before is answered: that is what
 lets the server run each call on the stream's own thread (see server.py). Concurrent calls
@@ -41,14 +37,12 @@ import enum
 import itertools
 import queue
 import threading
-import time
 from typing import Any
 
-from launchpad.courier import errors, serialization, shared_memory, streams, transport
+from launchpad.courier import errors, serialization, shared_memory, streams
+from launchpad.courier.dialer import Dialer
 from launchpad.courier.serialization import Kind
 
-# While a resolved address does not answer, it is resolved again this often.
-_RESOLVE_AGAIN_SECS = 0.5
 # A stream thread with nothing to send checks this often that its server is still there, so
 # that a connection whose server went away ends (and its threads with it) by itself.
 _CHECK_IDLE_SECS = 1.0
@@ -73,16 +67,11 @@ class Connection:
 
     def __init__(self, address, token, wait_for_ready, connect_timeout, compress, tls,
                  mode: str = "auto", deadlines: bool = False):
-        self.address = address if isinstance(address, str) else ""
         self.broken = False
         self.error: Exception | None = None  # why it broke
-        self._target = address
+        self._dialer = Dialer(address, wait_for_ready, connect_timeout, compress, tls, mode)
         self._token = token
         self._wait_for_ready = wait_for_ready
-        self._connect_timeout = connect_timeout
-        self._compress = compress
-        self._tls = tls
-        self._mode = mode
         self._deadlines = deadlines
         self._lock = threading.Lock()
         self._channel = None
@@ -158,7 +147,7 @@ class Connection:
 
     def _connect(self) -> None:
         try:
-            self._channel = self._open_channel()
+            self._channel = self._dialer.dial()
         except Exception as e:  # noqa: BLE001 - e.g. a resolver failed: report, do not hang
             self.close(e)
             return
@@ -182,58 +171,15 @@ class Connection:
         stream.outbox.put([frame for _, frame, _ in early])
 
     @property
+    def address(self) -> str:
+        """The server's address: the one given, or the last one resolved ("" before)."""
+        return self._dialer.address
+
+    @property
     def kind(self) -> str | None:
         """The transport this connection uses ('in-process', 'local', 'grpc'), once known."""
         channel = self._channel
         return channel.kind if channel is not None else None
-
-    def _open_channel(self) -> streams.Channel:
-        """A channel to the server, connected unless wait_for_ready is off (then calls fail
-        at once if the server is not there). A resolved address is resolved again while the
-        server cannot be reached: its node may have moved (restarted) or ended (the resolver
-        then raises, and that error is the calls' error)."""
-        if not self._wait_for_ready:
-            if not isinstance(self._target, str):
-                self.address = self._target.resolve(0.0)
-            return self._new_channel()
-        timeout = self._connect_timeout
-        deadline = None if timeout is None else time.monotonic() + timeout
-        channel, channel_address = None, None
-        try:
-            while True:
-                remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-                if not isinstance(self._target, str):
-                    self.address = self._target.resolve(1e9 if remaining is None else remaining)
-                if channel_address != self.address:  # a channel keeps trying its address
-                    if channel is not None:
-                        channel.close()
-                    channel = self._new_channel()
-                    channel_address = self.address
-                attempt = _RESOLVE_AGAIN_SECS if remaining is None else remaining
-                if not isinstance(self._target, str):
-                    attempt = min(attempt, _RESOLVE_AGAIN_SECS)
-                if channel.wait_until_ready(attempt):
-                    ready, channel = transport.faster(channel, self.address, self._tls,
-                                                      self._mode), None
-                    return ready
-                if deadline is not None and time.monotonic() >= deadline:
-                    raise self._unreachable(channel)
-        finally:
-            if channel is not None:
-                channel.close()
-
-    def _new_channel(self) -> streams.Channel:
-        return transport.open_channel(self.address, compress=self._compress, tls=self._tls,
-                                      mode=self._mode)
-
-    def _unreachable(self, channel: streams.Channel) -> errors.ServerUnavailableError:
-        """The error of calls that waited connect_timeout in vain, with gRPC's reason (over
-        TLS, that names what the handshake refused: a certificate, or a peer without TLS)."""
-        over = " over TLS" if self._tls is not None else ""
-        reason = channel.connect_failure()
-        return errors.ServerUnavailableError(
-            f"Courier server at {self.address} was not reachable{over} within "
-            f"connect_timeout={self._connect_timeout}s" + (f" ({reason})" if reason else ""))
 
     # ------------------------------------------------------------------ streams
 
