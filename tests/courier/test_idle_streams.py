@@ -118,3 +118,17 @@ def test_a_stream_the_server_ended_alone_is_let_go_and_the_other_calls_go_on(
     assert blocked.result(timeout=_WAIT_SECS) is True  # its connection did not break
     assert client._slot.connection is conn and not conn.broken
     assert ended not in conn._streams
+
+
+@pytest.mark.usefixtures("courier_transport", "looks_often")
+def test_a_streams_thread_that_finds_its_server_gone_breaks_the_connection(
+        serve, connect, service):
+    server = serve(service, token=TOKEN)
+    client = connect(server, token=TOKEN)
+    assert client.futures.ping().result(timeout=_WAIT_SECS) == "pong"
+    conn = client._slot.connection
+    (stream,) = conn._streams
+    server.stop()
+    stream._thread.join(_WAIT_SECS)
+    assert not stream._thread.is_alive()
+    assert conn.broken and "went away" in str(conn.error)
