@@ -73,13 +73,19 @@ def socket_dir() -> str | None:
 def sweep(directory: str) -> None:
     """Removes the sockets of servers that are gone without removing theirs (a process
     killed): those nobody listens on any more, and old enough that they cannot be a server
-    between its bind and its listen."""
+    between its bind and its listen. One replaced while the sweep looked (a new server of
+    that port, not listening yet) is the new server's, and stays."""
     cutoff = time.time() - _STALE_SECS
+
+    def old_socket(info: os.stat_result) -> bool:
+        return stat.S_ISSOCK(info.st_mode) and info.st_mtime <= cutoff
+
     for entry in os.scandir(directory):
         try:
-            info = entry.stat(follow_symlinks=False)
-            if stat.S_ISSOCK(info.st_mode) and info.st_mtime <= cutoff and not listening(
-                    entry.path):
+            # Looked at again after the probe: a socket bound meanwhile is young (an inode
+            # number, freed by the unlink before that bind, may be the old one's).
+            if (old_socket(entry.stat(follow_symlinks=False)) and not listening(entry.path)
+                    and old_socket(os.lstat(entry.path))):
                 os.unlink(entry.path)
         except OSError:
             continue
