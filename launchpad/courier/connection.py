@@ -1,24 +1,28 @@
 """A client's connection to one courier server: one channel and a pool of streams.
 
-A connection thread resolves the address and waits (bounded) for the server; calls made
-meanwhile wait and then travel together. Once connected, a call goes one of two ways:
+A connection thread reaches the server (dialer.py: the address resolved, the fastest
+transport's channel, a bounded wait); calls made meanwhile wait and then travel together.
+Once connected, a call goes one of two ways:
 
 * driven (a blocking call): the calling thread takes an idle stream, sends its call and
   waits for the reply itself, which costs no thread hand-off at all;
 * queued (a future): the call joins the stream that is filling, whose own thread sends every
   call queued by the time it wakes as one message and sets their futures as replies come.
 
-The channel is the fastest transport that reaches the server (transport.py): the server
-itself when it is in this process, its Unix socket when it is on this host, gRPC otherwise;
-a server first reached through gRPC while it started is looked for on the faster ones once
-it answers.
-
 A call is sent on a stream only when every call sent on it before is answered: that is what
 lets the server run each call on the stream's own thread (see server.py). Concurrent calls
-therefore use more streams. When a stream fails the connection is `broken`: its calls fail,
-and the client opens a new connection (resolving the address again) for later calls. A
-stream nobody watched since its last call may have died with its server; the stream
-(`alive`) tells, and such a connection is replaced before the call is sent.
+therefore use more streams. When a stream fails under a call the connection is `broken`: its
+calls fail, and the client opens a new connection (resolving the address again) for later
+calls.
+
+An idle stream may have ended meanwhile: with its server, or alone (the server ended just
+that stream). The stream tells (`alive`), cheaply, and one found dead, by the call about to
+use it or by the stream's own thread, is let go; a call then takes another stream or opens
+a new one. Only when the server is gone (a new stream cannot be opened: its socket refuses
+connections, gRPC's channel is not ready) does the connection break, as gRPC's channels
+do. A stream's thread looks only at its stream while it is idle, never while a caller drives
+it: the reply of that caller's call, waiting to be read, would look like the server's end of
+the stream.
 
 To a server on this host but not in this process, a stream may carry large parts through
 shared memory (its transport's `lane`, see shared_memory.py). Its region is reused from the
@@ -33,14 +37,12 @@ import enum
 import itertools
 import queue
 import threading
-import time
 from typing import Any
 
-from launchpad.courier import errors, serialization, shared_memory, streams, transport
+from launchpad.courier import errors, serialization, shared_memory, streams
+from launchpad.courier.dialer import Dialer
 from launchpad.courier.serialization import Kind
 
-# While a resolved address does not answer, it is resolved again this often.
-_RESOLVE_AGAIN_SECS = 0.5
 # A stream thread with nothing to send checks this often that its server is still there, so
 # that a connection whose server went away ends (and its threads with it) by itself.
 _CHECK_IDLE_SECS = 1.0
@@ -65,16 +67,11 @@ class Connection:
 
     def __init__(self, address, token, wait_for_ready, connect_timeout, compress, tls,
                  mode: str = "auto", deadlines: bool = False):
-        self.address = address if isinstance(address, str) else ""
         self.broken = False
         self.error: Exception | None = None  # why it broke
-        self._target = address
+        self._dialer = Dialer(address, wait_for_ready, connect_timeout, compress, tls, mode)
         self._token = token
         self._wait_for_ready = wait_for_ready
-        self._connect_timeout = connect_timeout
-        self._compress = compress
-        self._tls = tls
-        self._mode = mode
         self._deadlines = deadlines
         self._lock = threading.Lock()
         self._channel = None
@@ -100,14 +97,16 @@ class Connection:
                 self._early.append((call_id, frame, future))
                 return True
             stream = None if drive else self._filling
-            if stream is None and self._idle:
-                stream = self._idle.pop()
-            stream = self._usable(stream)
+            dead: list[_Stream] = []
+            if stream is None:
+                stream = self._take_stream(dead)
             if stream is not None:
                 stream.pending[call_id] = future
                 if not drive:
                     self._filling = stream
                     stream.start_thread(self._serve_queue)
+        for ended in dead:
+            self._let_go(ended)
         if stream is None:
             self.close(self._went_away())
             return False
@@ -148,7 +147,7 @@ class Connection:
 
     def _connect(self) -> None:
         try:
-            self._channel = self._open_channel()
+            self._channel = self._dialer.dial()
         except Exception as e:  # noqa: BLE001 - e.g. a resolver failed: report, do not hang
             self.close(e)
             return
@@ -159,7 +158,7 @@ class Connection:
                 return
             if not early:
                 return
-            stream = self._usable(None)  # the early calls travel together
+            stream = self._open_stream()  # the early calls travel together
             if stream is None:
                 self._early = early  # failed by close(), below
             else:
@@ -172,75 +171,45 @@ class Connection:
         stream.outbox.put([frame for _, frame, _ in early])
 
     @property
+    def address(self) -> str:
+        """The server's address: the one given, or the last one resolved ("" before)."""
+        return self._dialer.address
+
+    @property
     def kind(self) -> str | None:
         """The transport this connection uses ('in-process', 'local', 'grpc'), once known."""
         channel = self._channel
         return channel.kind if channel is not None else None
 
-    def _open_channel(self) -> streams.Channel:
-        """A channel to the server, connected unless wait_for_ready is off (then calls fail
-        at once if the server is not there). A resolved address is resolved again while the
-        server cannot be reached: its node may have moved (restarted) or ended (the resolver
-        then raises, and that error is the calls' error)."""
-        if not self._wait_for_ready:
-            if not isinstance(self._target, str):
-                self.address = self._target.resolve(0.0)
-            return self._new_channel()
-        timeout = self._connect_timeout
-        deadline = None if timeout is None else time.monotonic() + timeout
-        channel, channel_address = None, None
-        try:
-            while True:
-                remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-                if not isinstance(self._target, str):
-                    self.address = self._target.resolve(1e9 if remaining is None else remaining)
-                if channel_address != self.address:  # a channel keeps trying its address
-                    if channel is not None:
-                        channel.close()
-                    channel = self._new_channel()
-                    channel_address = self.address
-                attempt = _RESOLVE_AGAIN_SECS if remaining is None else remaining
-                if not isinstance(self._target, str):
-                    attempt = min(attempt, _RESOLVE_AGAIN_SECS)
-                if channel.wait_until_ready(attempt):
-                    ready, channel = transport.faster(channel, self.address, self._tls,
-                                                      self._mode), None
-                    return ready
-                if deadline is not None and time.monotonic() >= deadline:
-                    raise self._unreachable(channel)
-        finally:
-            if channel is not None:
-                channel.close()
-
-    def _new_channel(self) -> streams.Channel:
-        return transport.open_channel(self.address, compress=self._compress, tls=self._tls,
-                                      mode=self._mode)
-
-    def _unreachable(self, channel: streams.Channel) -> errors.ServerUnavailableError:
-        """The error of calls that waited connect_timeout in vain, with gRPC's reason (over
-        TLS, that names what the handshake refused: a certificate, or a peer without TLS)."""
-        over = " over TLS" if self._tls is not None else ""
-        reason = channel.connect_failure()
-        return errors.ServerUnavailableError(
-            f"Courier server at {self.address} was not reachable{over} within "
-            f"connect_timeout={self._connect_timeout}s" + (f" ({reason})" if reason else ""))
-
     # ------------------------------------------------------------------ streams
 
-    def _usable(self, stream: _Stream | None) -> _Stream | None:
-        """`stream` if it is still alive (a stream nobody watched may have died with its
-        server), else a new stream; None when the server is gone (lock held). Without
-        wait_for_ready the channel may not have connected yet: its streams fail fast by
-        themselves."""
-        checked = self._wait_for_ready
-        if stream is not None:
-            return stream if not checked or stream.transport.alive() else None
-        if checked and not self._channel.is_ready():
+    def _take_stream(self, dead: list[_Stream]) -> _Stream | None:
+        """An idle stream still alive, else a new one; None when the server is gone (lock
+        held). Idle streams found dead are forgotten and added to `dead`, for the caller to
+        let go of once it has released the lock. Without wait_for_ready the channel may not
+        have connected yet: its streams fail fast by themselves, unchecked."""
+        while self._idle:
+            stream = self._idle.pop()
+            if not self._wait_for_ready or stream.transport.alive():
+                return stream
+            self._streams.discard(stream)
+            dead.append(stream)
+        return self._open_stream()
+
+    def _open_stream(self) -> _Stream | None:
+        """A new stream; None when the server is gone (lock held)."""
+        if self._wait_for_ready and not self._channel.is_ready():
             return None
         try:
             return self._new_stream()
         except streams.StreamBroken:  # e.g. a local server's socket that is gone
             return None
+
+    def _let_go(self, stream: _Stream) -> None:
+        """Ends an idle stream found dead, and its thread if it has one (lock not held: the
+        stream is no longer idle, so nobody else touches it)."""
+        stream.outbox.put(None)
+        stream.transport.finish()
 
     def _went_away(self) -> errors.ServerUnavailableError:
         return errors.ServerUnavailableError(f"Courier server at {self.address} went away")
@@ -284,8 +253,7 @@ class Connection:
             try:
                 frames = stream.outbox.get(timeout=_CHECK_IDLE_SECS)
             except queue.Empty:
-                if self._ended_while_idle(stream):
-                    self.close(self._went_away())
+                if self._found_dead(stream):
                     return
                 continue
             if frames is None:
@@ -301,14 +269,19 @@ class Connection:
             if not self._exchange(stream, frames):
                 return
 
-    def _ended_while_idle(self, stream: "_Stream") -> bool:
-        """Whether the server ended `stream`, which has waited a while with no call queued.
-        A call another thread drives on it meanwhile (a blocking call takes an idle stream)
-        has its reply on the way, which a transport's liveness peek would take for the
-        server's end: such a stream is in use, not ended. The lock keeps a call from being
-        registered between the two checks."""
-        with self._lock:
-            return not stream.pending and not stream.transport.alive()
+    def _found_dead(self, stream: "_Stream") -> bool:
+        """For a stream's thread with nothing to send: whether its stream, idle, has ended;
+        it is then let go, and the connection closed if its server is gone too. A stream a
+        caller drives is not looked at (see the module doc): that caller sees how it ends."""
+        with self._lock:  # held while looking: no caller takes the stream meanwhile
+            if stream not in self._idle or stream.transport.alive():
+                return False
+            self._idle.remove(stream)
+            self._streams.discard(stream)
+        self._let_go(stream)
+        if not self._channel.reachable():
+            self.close(self._went_away())
+        return True
 
     def _exchange(self, stream: "_Stream", frames: list[serialization.OutFrame],
                   caller_waits: bool = False) -> bool:

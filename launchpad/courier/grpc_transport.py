@@ -217,6 +217,10 @@ class GrpcChannel:
         """
         return self._state() == cygrpc.ConnectivityState.ready
 
+    def reachable(self) -> bool:
+        """Whether the server is there: the channel's connection is up (gRPC watches it)."""
+        return self.is_ready()
+
     def connect_failure(self) -> str:
         """Why the channel's last attempt to connect failed, in gRPC's words (a refused
         connection, a failed TLS handshake and its reason), or "" if it is not failing.

@@ -95,6 +95,11 @@ class InProcessChannel:
     def is_ready(self) -> bool:
         return True  # a stream of a stopped server fails at once
 
+    def reachable(self) -> bool:
+        """Whether the server still serves in this process (a stopped one has left)."""
+        with _lock:
+            return any(target is self._target for target, _ in _servers.values())
+
     def connect_failure(self) -> str:
         return ""
 

@@ -57,6 +57,10 @@ class LocalChannel:
     def is_ready(self) -> bool:
         return True  # a stream opened on a server that is gone fails to connect, at once
 
+    def reachable(self) -> bool:
+        """Whether the server still listens on its socket (local_sockets.listening)."""
+        return local_sockets.listening(self._path)
+
     def connect_failure(self) -> str:
         return ""
 

@@ -73,25 +73,39 @@ def socket_dir() -> str | None:
 def sweep(directory: str) -> None:
     """Removes the sockets of servers that are gone without removing theirs (a process
     killed): those nobody listens on any more, and old enough that they cannot be a server
-    between its bind and its listen."""
+    between its bind and its listen. One replaced while the sweep looked (a new server of
+    that port, not listening yet) is the new server's, and stays."""
     cutoff = time.time() - _STALE_SECS
+
+    def old_socket(info: os.stat_result) -> bool:
+        return stat.S_ISSOCK(info.st_mode) and info.st_mtime <= cutoff
+
     for entry in os.scandir(directory):
         try:
-            info = entry.stat(follow_symlinks=False)
-            if not stat.S_ISSOCK(info.st_mode) or info.st_mtime > cutoff:
-                continue
-            probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            try:
-                probe.setblocking(False)
-                probe.connect(entry.path)
-            except ConnectionRefusedError:
+            # Looked at again after the probe: a socket bound meanwhile is young (an inode
+            # number, freed by the unlink before that bind, may be the old one's).
+            if (old_socket(entry.stat(follow_symlinks=False)) and not listening(entry.path)
+                    and old_socket(os.lstat(entry.path))):
                 os.unlink(entry.path)
-            except OSError:
-                pass  # listening (the backlog full, or accepted): not stale
-            finally:
-                probe.close()
         except OSError:
             continue
+
+
+def listening(path: str) -> bool:
+    """Whether a server listens on the socket at `path`: a connection made without waiting
+    and closed at once (its server reads nothing from it and lets it go). Only a socket
+    that refuses, or no socket, is not listening; a full backlog is a server that is."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.setblocking(False)
+        probe.connect(path)
+    except (ConnectionRefusedError, FileNotFoundError):
+        return False
+    except OSError:
+        pass  # e.g. the backlog is full (EAGAIN)
+    finally:
+        probe.close()
+    return True
 
 
 def socket_path(directory: str, host: str, port: int, tls: TLS | None) -> str:

@@ -47,9 +47,10 @@ class ClientStream(Protocol):
     `exchange` sends a message (a list of chunks, joined or scattered as the transport
     likes) and waits for the first reply; `receive` waits for a further one. With
     `caller_waits`, the calling thread does nothing but wait for this reply, and a transport
-    in this process may run the call on it. `alive` says, cheaply, whether a stream nobody
-    watched since its last reply can still be used. Any thread may `cancel`; the owner
-    `finish`es. `lane` is the stream's shared-memory lane, or None.
+    in this process may run the call on it. `alive` says, cheaply, whether an idle stream
+    (every reply read, nobody driving it) can still be used; it must not be asked of a
+    stream in use, whose reply waiting to be read may look like its end. Any thread may
+    `cancel`; the owner `finish`es. `lane` is the stream's shared-memory lane, or None.
     """
 
     lane: shared_memory.Lane | None
@@ -66,11 +67,21 @@ class ClientStream(Protocol):
 
 
 class Channel(Protocol):
-    """A client's way to one server over one transport (`kind` names it)."""
+    """A client's way to one server over one transport (`kind` names it).
+
+    `is_ready` says, at no cost, whether a stream opened now could work (a transport whose
+    streams fail at once on a server that is gone may always say so); `reachable` says
+    whether the server is still there, at the cost of asking it: what a stream that ended
+    while idle asks, to tell a server that ended that stream from one that is gone.
+    """
 
     kind: str
 
     def wait_until_ready(self, timeout: float) -> bool: ...
+
+    def is_ready(self) -> bool: ...
+
+    def reachable(self) -> bool: ...
 
     def connect_failure(self) -> str: ...
 

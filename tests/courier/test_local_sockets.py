@@ -91,6 +91,35 @@ def test_the_sweep_removes_sockets_nobody_listens_on_and_keeps_live_ones(serve, 
                 os.unlink(path)
 
 
+def test_the_sweep_keeps_a_socket_bound_in_place_of_a_stale_one_while_it_looked(monkeypatch):
+    """A new server of a killed server's port replaces the stale socket with its own, bound
+    and not yet listening, while the sweep probes that path: the sweep leaves the new one."""
+    directory = local_sockets.socket_dir()
+    path = os.path.join(directory, "0-sweep-replaced-test")
+    killed = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    killed.bind(path)
+    killed.close()
+    old = time.time() - 3600
+    os.utime(path, (old, old), follow_symlinks=False)
+    new = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe = local_sockets.listening
+
+    def replaced_then_probed(probed: str) -> bool:
+        if probed == path:
+            os.unlink(path)
+            new.bind(path)  # the new server, between its bind and its listen
+        return probe(probed)
+
+    monkeypatch.setattr(local_sockets, "listening", replaced_then_probed)
+    try:
+        local_sockets.sweep(directory)
+        assert os.path.exists(path)
+    finally:
+        new.close()
+        if os.path.lexists(path):
+            os.unlink(path)
+
+
 def _call_from_a_fork(address: str, results) -> None:
     client = courier.Client(address, token=TOKEN, transport="auto")  # (whatever the run forces)
     results.put((client.ping(), client.transport, in_process.InProcessChannel.find(

@@ -1,0 +1,86 @@
+"""Reaching a courier server: its address resolved, a channel opened and waited for.
+
+A connection (connection.py) dials once, on a thread of its own, before its first stream.
+The channel is the fastest transport that reaches the server (transport.py): the server
+itself when it is in this process, its Unix socket when it is on this host, gRPC otherwise;
+a server first reached through gRPC while it started is looked for on the faster ones once
+it answers. The wait is bounded by the client's connect_timeout.
+"""
+
+from __future__ import annotations
+
+import time
+
+from launchpad.courier import errors, streams, transport
+from launchpad.courier.tls import TLS
+
+# While a resolved address does not answer, it is resolved again this often.
+_RESOLVE_AGAIN_SECS = 0.5
+
+
+class Dialer:
+    """Opens the channel to one server: `target` is 'host:port' or a resolver (client.py's
+    AddressResolver); `address` is the one given, or the last one resolved ("" before)."""
+
+    def __init__(self, target, wait_for_ready: bool, connect_timeout: float | None,
+                 compress: bool, tls: TLS | None, mode: str):
+        self.address = target if isinstance(target, str) else ""
+        self._target = target
+        self._wait_for_ready = wait_for_ready
+        self._connect_timeout = connect_timeout
+        self._compress = compress
+        self._tls = tls
+        self._mode = mode
+
+    def dial(self) -> streams.Channel:
+        """A channel to the server, connected unless wait_for_ready is off (then calls fail
+        at once if the server is not there). A resolved address is resolved again while the
+        server cannot be reached: its node may have moved (restarted) or ended (the resolver
+        then raises, and that error is the calls' error).
+
+        Raises:
+          errors.ServerUnavailableError: the server was not reachable within
+            connect_timeout; or whatever the resolver raised.
+        """
+        if not self._wait_for_ready:
+            if not isinstance(self._target, str):
+                self.address = self._target.resolve(0.0)
+            return self._new_channel()
+        timeout = self._connect_timeout
+        deadline = None if timeout is None else time.monotonic() + timeout
+        channel, channel_address = None, None
+        try:
+            while True:
+                remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+                if not isinstance(self._target, str):
+                    self.address = self._target.resolve(1e9 if remaining is None else remaining)
+                if channel_address != self.address:  # a channel keeps trying its address
+                    if channel is not None:
+                        channel.close()
+                    channel = self._new_channel()
+                    channel_address = self.address
+                attempt = _RESOLVE_AGAIN_SECS if remaining is None else remaining
+                if not isinstance(self._target, str):
+                    attempt = min(attempt, _RESOLVE_AGAIN_SECS)
+                if channel.wait_until_ready(attempt):
+                    ready, channel = transport.faster(channel, self.address, self._tls,
+                                                      self._mode), None
+                    return ready
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise self._unreachable(channel)
+        finally:
+            if channel is not None:
+                channel.close()
+
+    def _new_channel(self) -> streams.Channel:
+        return transport.open_channel(self.address, compress=self._compress, tls=self._tls,
+                                      mode=self._mode)
+
+    def _unreachable(self, channel: streams.Channel) -> errors.ServerUnavailableError:
+        """The error of calls that waited connect_timeout in vain, with gRPC's reason (over
+        TLS, that names what the handshake refused: a certificate, or a peer without TLS)."""
+        over = " over TLS" if self._tls is not None else ""
+        reason = channel.connect_failure()
+        return errors.ServerUnavailableError(
+            f"Courier server at {self.address} was not reachable{over} within "
+            f"connect_timeout={self._connect_timeout}s" + (f" ({reason})" if reason else ""))
