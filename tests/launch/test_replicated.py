@@ -1,7 +1,6 @@
 """ReplicatedNode running: the same trainer in every mode, sync workers that agree, async
 training on parameter servers, bounded start-up, and stopping TensorFlow workers."""
 
-import importlib.util
 import logging
 import threading
 
@@ -11,9 +10,9 @@ import pytest
 import launchpad as lp
 from launchpad.nodes import replicated
 from tests.launch.helpers import TIMEOUT
+from tests.stacks import needs_tensorflow
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None,
-                                reason="needs TensorFlow (the reverb extra)")
+pytestmark = needs_tensorflow
 
 STEPS = 12
 # TensorFlow processes on 2 cores: importing it alone takes seconds in each.
@@ -43,6 +42,7 @@ def test_the_same_trainer_learns_in_every_mode(mode, launch_one_mp):
     trainer = handle.dereference()
     losses = [trainer.step() for _ in range(STEPS)]
     assert losses[-1] < losses[0] / 4
+    assert trainer.get_variables()["steps"] == STEPS  # one optimizer, updated once a step
     assert all(device in d for d in trainer.variable_devices()), trainer.variable_devices()
 
 
