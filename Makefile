@@ -1,7 +1,7 @@
 # make demo: set up everything and run the main example (a distributed D4PG agent learning
 #            Pendulum, launched locally as processes: about 4 minutes).
-# make test: set up everything and run the whole test suite (and the core suite on Python 3.13,
-#            and the Acme acceptance suite).
+# make test: set up everything and run the whole test suite (and again on Python 3.13 with the
+#            newest TensorFlow, and the Acme acceptance suite).
 # make test-acme: Acme 0.4.0's own Launchpad tests and its distributed agents, run unchanged on ours.
 
 PYENV_ROOT ?= $(shell pyenv root 2>/dev/null || echo $(HOME)/.pyenv)
@@ -11,10 +11,11 @@ VENV := .venv
 VENV313 := .venv313
 VENV_ACME := .venv-acme
 PIP_FLAGS := --quiet --disable-pip-version-check
-# The main venv has the full stack (the `reverb` extra of pyproject.toml: TensorFlow 2.15,
-# Reverb 0.14, numpy < 2, protobuf 4.25; and the `ray` and `kubernetes` extras); the 3.13 venv
-# has the core only, on the newest grpcio/protobuf, so both ends of the supported range are
-# tested.
+# The main venv has the full stack (the `tensorflow` and `reverb` extras of pyproject.toml:
+# TensorFlow 2.15, Reverb 0.14, numpy < 2, protobuf 4.25; the `examples`, `ray` and
+# `kubernetes` extras); the 3.13 venv has the newest TensorFlow (2.21, Keras 3: its
+# `tensorflow` extra there) and the `examples` extra on the newest grpcio/protobuf, but no
+# Reverb (none exists for it), so both ends of the supported range are tested.
 
 .PHONY: demo test test-core313 test-acme system-packages lint bench clean
 
@@ -35,13 +36,13 @@ $(VENV)/.installed: pyproject.toml
 	@test -n "$(PY311)" || { echo "Python 3.11 not found (pyenv or python3.11)"; exit 1; }
 	test -x $(VENV)/bin/python || $(PY311) -m venv $(VENV)
 	$(VENV)/bin/pip install $(PIP_FLAGS) --upgrade pip
-	$(VENV)/bin/pip install $(PIP_FLAGS) -e '.[dev,reverb,examples,ray,kubernetes]'
+	$(VENV)/bin/pip install $(PIP_FLAGS) -e '.[dev,tensorflow,reverb,examples,ray,kubernetes]'
 	touch $@
 
 $(VENV313)/.installed: pyproject.toml
 	$(PY313) -m venv $(VENV313)
 	$(VENV313)/bin/pip install $(PIP_FLAGS) --upgrade pip
-	$(VENV313)/bin/pip install $(PIP_FLAGS) -e '.[dev]' --upgrade grpcio protobuf
+	$(VENV313)/bin/pip install $(PIP_FLAGS) -e '.[dev,tensorflow,examples]' --upgrade grpcio protobuf
 	touch $@
 
 # The acceptance suite's venv: our `reverb` extra, Acme 0.4.0 (without its pins, which are for
@@ -63,10 +64,11 @@ test: system-packages $(VENV)/.installed
 	$(MAKE) test-core313
 	$(MAKE) test-acme
 
-# The core suite once more on Python 3.13 with the newest grpcio/protobuf, when 3.13 exists,
-# with every call on gRPC (LAUNCHPAD_COURIER_TRANSPORT=grpc; the courier suite still runs
-# each transport): the launch tests then pass with the fast transports forced off, and the
-# gRPC transport's use of grpcio's Cython layer is tested on the newest grpcio.
+# The suite once more on Python 3.13 with the newest grpcio/protobuf and TensorFlow, when 3.13
+# exists (the replicator, ReplicatedNode and TensorFlow examples on Keras 3; Reverb's tests
+# skip), with every call on gRPC (LAUNCHPAD_COURIER_TRANSPORT=grpc; the courier suite still
+# runs each transport): the launch tests then pass with the fast transports forced off, and
+# the gRPC transport's use of grpcio's Cython layer is tested on the newest grpcio.
 test-core313:
 	@if [ -n "$(PY313)" ]; then \
 	  $(MAKE) $(VENV313)/.installed && \

@@ -1,7 +1,7 @@
 """Benchmark: the ResNet example through the Replicator against hand-written tf.distribute.
 
 Run: `python -m benchmarks.replicator [--rounds N] [--steps S]`. Prints one JSON object on
-stdout; progress goes to stderr. Needs the TensorFlow stack (the main venv has it).
+stdout; progress goes to stderr. Needs TensorFlow (the `tensorflow` extra: both venvs).
 
 Three figures, each measured in the same run:
 

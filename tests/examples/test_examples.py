@@ -9,7 +9,6 @@ that the program stops by itself. `subprocess.run(timeout=...)` kills an example
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import os
 import pathlib
 import subprocess
@@ -17,6 +16,8 @@ import sys
 
 import cloudpickle
 import pytest
+
+from tests.stacks import needs_reverb, needs_tensorflow
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 TIMEOUT_SECS = 60
@@ -50,15 +51,11 @@ CASES = [
                   "actor 1: wrote 8 trajectories of 5 steps",
                   "learner: read 16 trajectories in 4 batches, every one intact",
                   "Program stopped cleanly."],
-                 id="replay", marks=pytest.mark.skipif(
-                     importlib.util.find_spec("reverb") is None,
-                     reason="the Reverb stack is installed in the main venv only")),
+                 id="replay", marks=needs_reverb),
     pytest.param("agent", [],
                  ["learner: after 300 steps the greedy policy ", "actor 0: ", "actor 1: ",
                   "Program stopped cleanly."],
-                 id="agent", marks=pytest.mark.skipif(
-                     importlib.util.find_spec("reverb") is None,
-                     reason="the Reverb stack is installed in the main venv only")),
+                 id="agent", marks=needs_reverb),
 ]
 
 
@@ -84,8 +81,7 @@ def test_example_runs_and_prints(name: str, args: list[str], expected: list[str]
         assert text in result.stdout, f"{text!r} not in the output of {name}\n{report}"
 
 
-@pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None,
-                    reason="the TensorFlow stack is installed in the main venv only")
+@needs_tensorflow
 @pytest.mark.parametrize("launch_type, args, replicator", [
     ("local_mt", [], "one_device, 1 replica(s)"),
     ("local_mp", ["--devices=2"], "local_devices, 2 replica(s)"),

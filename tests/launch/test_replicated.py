@@ -1,7 +1,6 @@
 """ReplicatedNode running: the same trainer in every mode, sync workers that agree, async
 training on parameter servers, bounded start-up, and stopping TensorFlow workers."""
 
-import importlib.util
 import logging
 import threading
 
@@ -11,13 +10,16 @@ import pytest
 import launchpad as lp
 from launchpad.nodes import replicated
 from tests.launch.helpers import TIMEOUT
+from tests.stacks import needs_tensorflow
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None,
-                                reason="needs TensorFlow (the reverb extra)")
+pytestmark = needs_tensorflow
 
 STEPS = 12
 # TensorFlow processes on 2 cores: importing it alone takes seconds in each.
 START_TIMEOUT = 120
+# The handle waits as long for the chief's trainer to come up (four TensorFlow processes
+# starting on a busy machine take more than the client's default 30 s) and for each call.
+CLIENT_KWARGS = {"call_timeout": START_TIMEOUT, "connect_timeout": START_TIMEOUT}
 
 MODES = {
     "one_device": ({"devices": 1}, "device:CPU:0"),
@@ -38,11 +40,12 @@ def test_the_same_trainer_learns_in_every_mode(mode, launch_one_mp):
     program = lp.Program(f"replicated-{mode}")
     handle = program.add_node(lp.ReplicatedNode(
         _trainer_class("LinearTrainer"), global_batch=8, startup_timeout_secs=START_TIMEOUT,
-        courier_client_kwargs={"call_timeout": START_TIMEOUT}, **kwargs), label="trainer")
+        courier_client_kwargs=CLIENT_KWARGS, **kwargs), label="trainer")
     launch_one_mp(program)
     trainer = handle.dereference()
     losses = [trainer.step() for _ in range(STEPS)]
     assert losses[-1] < losses[0] / 4
+    assert trainer.get_variables()["steps"] == STEPS  # one optimizer, updated once a step
     assert all(device in d for d in trainer.variable_devices()), trainer.variable_devices()
 
 
@@ -51,7 +54,7 @@ def test_sync_workers_end_with_the_same_weights_as_one_process(launch_processes,
     program = lp.Program("sync-equal")
     trainer = _trainer_class("LinearTrainer")
     options = dict(global_batch=8, reporter=reports, startup_timeout_secs=START_TIMEOUT,
-                   courier_client_kwargs={"call_timeout": START_TIMEOUT})
+                   courier_client_kwargs=CLIENT_KWARGS)
     single = program.add_node(lp.ReplicatedNode(trainer, **options), label="single")
     pair = program.add_node(lp.ReplicatedNode(trainer, num_workers=2, **options), label="pair")
     launch_processes(program)

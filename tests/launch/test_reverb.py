@@ -11,9 +11,9 @@ import pytest
 
 import launchpad as lp
 from tests.launch.helpers import TIMEOUT, report_heavy_imports
+from tests.stacks import NO_REVERB
 
-reverb = pytest.importorskip("reverb", reason="the Reverb stack (Python 3.11 + TF 2.15) is "
-                                              "installed in the main venv only")
+reverb = pytest.importorskip("reverb", reason=NO_REVERB)
 
 TABLE = "trajectories"
 STEPS = 3

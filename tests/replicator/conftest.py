@@ -3,7 +3,9 @@ devices before anything initialises TensorFlow's devices (only possible before t
 
 import pytest
 
-pytest.importorskip("tensorflow")
+from tests.stacks import NO_TENSORFLOW
+
+pytest.importorskip("tensorflow", reason=NO_TENSORFLOW)
 
 from launchpad.replicator import replicator  # noqa: E402 - after the skip
 

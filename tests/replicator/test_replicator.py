@@ -4,7 +4,9 @@ collectives, inside the user's own tf.function, and its errors."""
 import numpy as np
 import pytest
 
-tf = pytest.importorskip("tensorflow")
+from tests.stacks import NO_TENSORFLOW
+
+tf = pytest.importorskip("tensorflow", reason=NO_TENSORFLOW)
 
 from launchpad import replicator  # noqa: E402 - after the skip
 from tests.replicator.trainers import LinearTrainer  # noqa: E402
@@ -29,6 +31,7 @@ def test_two_logical_devices_train_the_same_weights_as_one_device():
     for name in one_variables:
         np.testing.assert_allclose(two_variables[name], one_variables[name], rtol=1e-5,
                                    atol=1e-6)
+    assert one_variables["steps"] == two_variables["steps"] == STEPS
     assert one_losses[-1] < one_losses[0] / 4  # it learns
 
 

@@ -34,18 +34,25 @@ def input_fn_for(global_batch: int):
 
 
 class LinearTrainer:
-    """y = x.w + b by SGD; the loss of a step is the mean over its global batch."""
+    """y = x.w + b by SGD with momentum; the loss of a step is the mean over its global batch.
+
+    Only APIs that behave the same in Keras 2 (TF 2.15) and Keras 3 (TF 2.16+): the model's
+    variables are plain tf.Variables (a Keras 3 variable is not one: its `device` is None),
+    and the optimizer is built here, inside the replicator's scope, so its step counter and
+    momentum slots exist, placed by the strategy, before the first step.
+    """
 
     def __init__(self, replicator: replicator_lib.Replicator, global_batch: int = 8,
-                 learning_rate: float = 0.1, reporter=None, steps: int | None = None):
+                 learning_rate: float = 0.1, momentum: float = 0.5, reporter=None,
+                 steps: int | None = None):
         self._replicator = replicator
         self._global_batch = global_batch
         self._reporter = reporter
         self._steps = steps
         self.weights = tf.Variable(tf.zeros([FEATURES]), name="weights")
         self.bias = tf.Variable(0.0, name="bias")
-        self._optimizer = tf.keras.optimizers.SGD(learning_rate)
-        self._optimizer.build([self.weights, self.bias])  # its variables, made in the scope
+        self._optimizer = tf.keras.optimizers.SGD(learning_rate, momentum=momentum)
+        self._optimizer.build([self.weights, self.bias])
         self._inputs = iter(replicator.distribute_dataset(input_fn_for(global_batch)))
 
     def _step_fn(self, batch):
@@ -66,7 +73,10 @@ class LinearTrainer:
                                              "sum"))
 
     def get_variables(self) -> dict[str, np.ndarray]:
-        return {"weights": self.weights.numpy(), "bias": self.bias.numpy()}
+        """The model's variables, and the optimizer's step counter ("steps": how many
+        updates it applied, wherever the replicator keeps it)."""
+        return {"weights": self.weights.numpy(), "bias": self.bias.numpy(),
+                "steps": np.asarray(self._optimizer.iterations.numpy())}
 
     def variable_devices(self) -> list[str]:
         return [self.weights.device, self.bias.device]
