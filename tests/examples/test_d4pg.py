@@ -5,7 +5,6 @@ Whether it learns is measured by `python -m benchmarks.d4pg_pendulum`, not here.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import pathlib
 import re
@@ -19,11 +18,7 @@ import pytest
 from examples.d4pg.config import D4PGConfig
 from examples.d4pg.n_step import NStepTransitions
 from tests.examples.test_examples import REPO_ROOT, run_example
-
-needs_tensorflow = pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None,
-                                      reason="needs TensorFlow")
-needs_reverb = pytest.mark.skipif(importlib.util.find_spec("reverb") is None,
-                                  reason="dm-reverb needs Python <= 3.11 and TensorFlow 2.15")
+from tests.stacks import needs_reverb, needs_tensorflow
 
 
 def _transitions(steps, n=2, discount=0.5, start=0.0):
