@@ -157,4 +157,4 @@ def test_progress_rate_is_averaged_over_whole_episodes():
     assert rate(3.0, 200) == 200 / 3
     later = 3.0 + RATE_WINDOW_SECS + 1
     rate(later, 400)
-    assert rate(later + 1, 400) == (400 - 200) / (later + 1 - 2.0)  # older samples dropped
+    assert rate(later + 1, 400) == (400 - 200) / (later + 1 - 3.0)  # older samples dropped
