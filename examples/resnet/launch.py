@@ -31,12 +31,14 @@ from absl import app, flags
 import launchpad as lp
 from examples.resnet.trainer import ResNetTrainer
 
+DEFAULT_CHECKPOINT_EVERY = 100
+
 _DEVICES = flags.DEFINE_integer("devices", 1, "Replicas per worker process.", lower_bound=1)
 _NUM_WORKERS = flags.DEFINE_integer("num_workers", 1, "Worker processes.", lower_bound=1)
 _MODE = flags.DEFINE_enum("mode", "sync", ["sync", "async"], "Sync all-reduce or async "
                           "parameter servers.")
-_NUM_PS = flags.DEFINE_integer("num_ps", 1, "Parameter servers (--mode=async only).",
-                               lower_bound=1)
+_NUM_PS = flags.DEFINE_integer("num_ps", None, "Parameter servers (--mode=async only; "
+                               "default 1).", lower_bound=1)
 _STEPS = flags.DEFINE_integer("steps", 200, "Train until the step counter reaches this (a "
                               "resumed run starts from its checkpoint's step).", lower_bound=1)
 _STEPS_PER_CALL = flags.DEFINE_integer("steps_per_call", 20, "Steps per train() call; the "
@@ -51,29 +53,42 @@ _IMAGE_SIZE = flags.DEFINE_integer("image_size", 32, "Height and width the digit
 _LEARNING_RATE = flags.DEFINE_float("learning_rate", 0.03, "SGD's learning rate (momentum 0.9).")
 _CHECKPOINT_DIR = flags.DEFINE_string("checkpoint_dir", "", "Where the trainer checkpoints and "
                                       "resumes from (empty: no checkpoints).")
-_CHECKPOINT_EVERY = flags.DEFINE_integer("checkpoint_every", 100, "Steps between checkpoints.",
-                                         lower_bound=1)
+_CHECKPOINT_EVERY = flags.DEFINE_integer(
+    "checkpoint_every", None, f"Steps between checkpoints (with --checkpoint_dir; default "
+    f"{DEFAULT_CHECKPOINT_EVERY}).", lower_bound=1)
 
-flags.register_validator("learning_rate", lambda rate: rate > 0, "must be positive")
 
-
-def check_flags() -> None:
-    """The checks that involve more than one flag, made before anything launches."""
-    if _NUM_PS.present and _MODE.value != "async":
-        raise app.UsageError("--num_ps is for --mode=async: sync training has no parameter "
-                             "servers")
-    if _CHECKPOINT_EVERY.present and not _CHECKPOINT_DIR.value:
-        raise app.UsageError("--checkpoint_every needs --checkpoint_dir")
-    cluster = _NUM_WORKERS.value > 1 or _MODE.value == "async"
-    if _DEVICES.value > 1 and cluster:
+def _check_workers_devices(values: dict) -> bool:
+    if values["devices"] > 1 and (values["num_workers"] > 1 or values["mode"] == "async"):
         import tensorflow as tf  # only here: the launcher otherwise runs without TensorFlow
         if not tf.config.list_physical_devices("GPU"):
-            raise app.UsageError(f"--devices={_DEVICES.value} with several workers needs GPUs: "
-                                 "on CPUs each worker process is one replica")
-    replicas = _DEVICES.value * (_NUM_WORKERS.value if _MODE.value == "sync" else 1)
-    if _GLOBAL_BATCH.value % replicas:
-        raise app.UsageError(f"--global_batch={_GLOBAL_BATCH.value} does not split evenly over "
-                             f"{replicas} replicas")
+            raise flags.ValidationError(
+                f"--devices={values['devices']} with several workers needs GPUs: on CPUs each "
+                "worker process is one replica")
+    return True
+
+
+def _check_batch_splits(values: dict) -> bool:
+    replicas = values["devices"] * (values["num_workers"] if values["mode"] == "sync" else 1)
+    if values["global_batch"] % replicas:
+        raise flags.ValidationError(f"--global_batch={values['global_batch']} does not split "
+                                    f"evenly over {replicas} replicas")
+    return True
+
+
+flags.register_validator("learning_rate", lambda rate: rate > 0, "must be positive")
+flags.register_validator("checkpoint_dir", lambda path: not os.path.exists(path or "")
+                         or os.path.isdir(path), "must be a directory (or not exist yet)")
+flags.register_multi_flags_validator(
+    ["num_ps", "mode"], lambda values: values["num_ps"] is None or values["mode"] == "async",
+    "--num_ps is for --mode=async: sync training has no parameter servers")
+flags.register_multi_flags_validator(
+    ["checkpoint_every", "checkpoint_dir"],
+    lambda values: values["checkpoint_every"] is None or bool(values["checkpoint_dir"]),
+    "--checkpoint_every needs --checkpoint_dir")
+flags.register_multi_flags_validator(["devices", "num_workers", "mode"], _check_workers_devices)
+flags.register_multi_flags_validator(["global_batch", "devices", "num_workers", "mode"],
+                                     _check_batch_splits)
 
 
 def drive(trainer, steps: int, steps_per_call: int) -> None:
@@ -109,7 +124,7 @@ def make_program(devices: int = 1, num_workers: int = 1, mode: str = "sync",
                  num_ps: int | None = None, steps: int = 200, steps_per_call: int = 20,
                  global_batch: int = 32, width: int = 8, image_size: int = 32,
                  learning_rate: float = 0.03, checkpoint_dir: str | None = None,
-                 checkpoint_every: int = 100) -> lp.Program:
+                 checkpoint_every: int = DEFAULT_CHECKPOINT_EVERY) -> lp.Program:
     program = lp.Program("resnet")
     trainer = program.add_node(lp.ReplicatedNode(
         ResNetTrainer, global_batch=global_batch, image_size=image_size, width=width,
@@ -126,19 +141,18 @@ def make_program(devices: int = 1, num_workers: int = 1, mode: str = "sync",
 def main(argv: list[str]) -> None:
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-    check_flags()
     checkpoint_dir = None
     if _CHECKPOINT_DIR.value:
         checkpoint_dir = os.path.abspath(_CHECKPOINT_DIR.value)  # nodes may run elsewhere
         try:
             os.makedirs(checkpoint_dir, exist_ok=True)
         except OSError as e:
-            raise app.UsageError(f"--checkpoint_dir={_CHECKPOINT_DIR.value}: {e}") from e
+            raise SystemExit(f"--checkpoint_dir={_CHECKPOINT_DIR.value}: {e}") from e
     controller = lp.launch(make_program(
-        _DEVICES.value, _NUM_WORKERS.value, _MODE.value,
-        _NUM_PS.value if _MODE.value == "async" else None, _STEPS.value,
+        _DEVICES.value, _NUM_WORKERS.value, _MODE.value, _NUM_PS.value, _STEPS.value,
         _STEPS_PER_CALL.value, _GLOBAL_BATCH.value, _WIDTH.value, _IMAGE_SIZE.value,
-        _LEARNING_RATE.value, checkpoint_dir, _CHECKPOINT_EVERY.value))
+        _LEARNING_RATE.value, checkpoint_dir,
+        _CHECKPOINT_EVERY.value or DEFAULT_CHECKPOINT_EVERY))
     controller.wait()
     print("Program stopped cleanly.", flush=True)
 
