@@ -1,5 +1,5 @@
-"""Checkpoints of a trainer's state (model, optimizer and with it the step counter) and resuming
-from the latest, written the way each replicator mode needs.
+"""Checkpoints of a trainer's state (model, optimizer, step counter) and resuming from the
+latest, written the way each replicator mode needs.
 
 * One process (one device, or local devices): it writes to the directory.
 * Sync workers (MultiWorkerMirroredStrategy): a save reads every variable, and reading one that

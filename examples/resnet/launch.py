@@ -108,12 +108,12 @@ def drive(trainer, steps: int, steps_per_call: int) -> None:
               f"accuracy {evaluation['accuracy']:.3f}", flush=True)
         step = result["step"]
         losses += result["losses"]
-    if len(losses) > 1:
-        window = max(1, min(5, len(losses) // 3))
-        before, after = sum(losses[:window]) / window, sum(losses[-window:]) / window
+    if len(losses) >= 3:  # one batch's loss is noisy: compare the first and last thirds'
+        third = len(losses) // 3
+        before, after = sum(losses[:third]) / third, sum(losses[-third:]) / third
         verdict = "fell" if after < before else "did not fall"
-        print(f"driver: the loss {verdict} from {before:.3f} to {after:.3f} over "
-              f"{len(losses)} steps", flush=True)
+        print(f"driver: the loss {verdict} from {before:.3f} to {after:.3f} (means of the "
+              f"first and last {third} of {len(losses)} steps)", flush=True)
     evaluation = evaluation or trainer.evaluate()
     print(f"driver: test accuracy {evaluation['accuracy']:.3f} on {evaluation['images']} "
           f"held-out digits after {evaluation['step']} steps", flush=True)

@@ -17,8 +17,10 @@ class ResNetTrainer:
     held-out split, and with a `checkpoint_dir` checkpoints every `checkpoint_every` steps
     and resumes from the latest checkpoint there when made.
 
-    The step counter is the optimizer's: it counts the updates applied, so it is restored with
-    the optimizer and, in async training, counts every worker's steps.
+    The step counter is a variable of its own, checkpointed with the model and the optimizer,
+    and advanced by this process once the steps it ran are done. (The optimizer's
+    `iterations` is no such counter: in async training Keras 3 loses increments when
+    workers update it at once.)
     """
 
     def __init__(self, replicator, global_batch: int = 32, image_size: int = 32,
@@ -36,9 +38,10 @@ class ResNetTrainer:
         self.model = resnet50(image_size, digits.NUM_CLASSES, width)
         self.optimizer = tf.keras.optimizers.SGD(learning_rate, momentum=0.9)
         self.optimizer.build(self.model.trainable_variables)  # its slots, in the scope
+        self._step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
         self._checkpoints = Checkpoints(
-            replicator, checkpoint_dir, model=self.model, optimizer=self.optimizer
-        ) if checkpoint_dir else None
+            replicator, checkpoint_dir, model=self.model, optimizer=self.optimizer,
+            step=self._step) if checkpoint_dir else None
         if self._checkpoints:
             self._checkpoints.restore_latest()
         self._inputs = iter(replicator.distribute_dataset(
@@ -69,7 +72,7 @@ class ResNetTrainer:
 
     def step(self) -> int:
         """Training steps taken so far, over every run resumed from a checkpoint."""
-        return int(self.optimizer.iterations.numpy())
+        return int(self._step.numpy())
 
     def train(self, steps: int) -> dict:
         """`steps` training steps, checkpointing at every multiple of `checkpoint_every`: each
@@ -84,6 +87,7 @@ class ResNetTrainer:
                 chunk = min(chunk, self._checkpoint_every - self.step() % self._checkpoint_every)
             results = [self._replicator.run(self._step_fn, self._inputs) for _ in range(chunk)]
             losses += [float(self._replicator.reduce(result, "sum")) for result in results]
+            self._step.assign_add(chunk)
             if self._checkpoints and self.step() % self._checkpoint_every == 0:
                 path = self._checkpoints.save(self.step())
                 if path:
