@@ -37,8 +37,9 @@ FINAL_ACCURACY = re.compile(rf"driver: test accuracy (\d\.\d+) on {TEST_IMAGES} 
     ("local_mp", ["--devices=2"], 40, "local_devices, 2 replica(s)"),
     ("local_mp", ["--num_workers=2"], 40, "sync_workers, 2 replica(s)"),
     # Async SGD applies stale gradients: momentum 0.9 at the default rate can make the loss
-    # climb for tens of steps; a third of it falls steadily, but slowly at first (Keras 3).
-    ("local_mp", ["--num_workers=2", "--mode=async", "--learning_rate=0.01"], 60,
+    # climb for tens of steps; a third of it falls steadily, though under Keras 3 it can
+    # stay near its start for 60 steps before it does.
+    ("local_mp", ["--num_workers=2", "--mode=async", "--learning_rate=0.01"], 100,
      "async_parameter_servers"),
 ], ids=["one_device", "two_devices", "two_sync_workers", "async"])
 def test_resnet_learns_in_every_mode(launch_type: str, args: list[str], steps: int,
