@@ -3,7 +3,9 @@
 `width` is the first stage's bottleneck width: 64 is the published ResNet-50 (25.6M
 parameters at 1000 classes); a smaller width keeps every layer and connection but divides
 the work by about (64 / width)^2, so the same network trains on a CPU. Small images (32x32)
-skip the stem's max-pooling, as CIFAR variants do.
+skip the stem's max-pooling, as CIFAR variants do. Batch norm's moving statistics follow the
+batches with momentum 0.9 (Keras's default, 0.99, takes thousands of steps to forget their
+initial values, and short runs test at chance).
 """
 
 from __future__ import annotations
@@ -12,12 +14,13 @@ import tensorflow as tf
 
 STAGES = (3, 4, 6, 3)  # bottleneck blocks per stage: what makes it ResNet-50
 EXPANSION = 4  # a bottleneck's output has 4x its inner width
+BATCH_NORM_MOMENTUM = 0.9
 
 
 def _conv_bn(x, filters: int, kernel: int, strides: int = 1, relu: bool = True, name: str = ""):
     x = tf.keras.layers.Conv2D(filters, kernel, strides=strides, padding="same", use_bias=False,
                                kernel_initializer="he_normal", name=f"{name}_conv")(x)
-    x = tf.keras.layers.BatchNormalization(name=f"{name}_bn")(x)
+    x = tf.keras.layers.BatchNormalization(momentum=BATCH_NORM_MOMENTUM, name=f"{name}_bn")(x)
     return tf.keras.layers.ReLU(name=f"{name}_relu")(x) if relu else x
 
 

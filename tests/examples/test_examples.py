@@ -17,7 +17,7 @@ import sys
 import cloudpickle
 import pytest
 
-from tests.stacks import needs_reverb, needs_tensorflow
+from tests.stacks import needs_reverb
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 TIMEOUT_SECS = 60
@@ -79,29 +79,6 @@ def test_example_runs_and_prints(name: str, args: list[str], expected: list[str]
     assert result.returncode == 0, report
     for text in expected:
         assert text in result.stdout, f"{text!r} not in the output of {name}\n{report}"
-
-
-@needs_tensorflow
-@pytest.mark.parametrize("launch_type, args, replicator", [
-    ("local_mt", [], "one_device, 1 replica(s)"),
-    ("local_mp", ["--devices=2"], "local_devices, 2 replica(s)"),
-    ("local_mp", ["--num_workers=2"], "sync_workers, 2 replica(s)"),
-    # Async SGD applies stale gradients: momentum 0.9 at the default rate can make the loss
-    # climb for tens of steps; a third of it falls steadily.
-    ("local_mp", ["--num_workers=2", "--mode=async", "--learning_rate=0.01"],
-     "async_parameter_servers"),
-], ids=["one_device", "two_devices", "two_sync_workers", "async"])
-def test_resnet_learns_in_every_mode(launch_type: str, args: list[str], replicator: str):
-    """The same trainer, one flag apart: each run's loss falls. TensorFlow processes on 2
-    cores need more than the other examples' time; async steps on stale variables need about
-    40 steps before the loss falls every time."""
-    result = run_example("resnet", ["--steps=40", *args], launch_type, timeout=240)
-    report = f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"
-    assert result.returncode == 0, report
-    assert f"driver: training resnet50_w8, 382,402 parameters, <Replicator {replicator}" in (
-        result.stdout), report
-    assert "driver: the loss fell from" in result.stdout, report
-    assert "Program stopped cleanly." in result.stdout, report
 
 
 @pytest.mark.usefixtures("no_leaked_processes")
