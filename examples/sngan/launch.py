@@ -89,7 +89,7 @@ def make_program(devices: int = 1, num_workers: int = 1, steps: int = 2000,
         SnganTrainer, global_batch=batch_size, noise_dim=noise_dim, hidden=hidden,
         d_learning_rate=d_learning_rate, g_learning_rate=g_learning_rate, beta_1=beta_1,
         seed=seed, num_workers=num_workers, devices=devices,
-        courier_client_kwargs={"call_timeout": 600}), label="trainer")
+        courier_client_kwargs={"call_timeout": 600, "connect_timeout": 120}), label="trainer")
     grid_path = os.path.join(os.path.abspath(output_dir), GRID_FILE)
     program.add_node(lp.PyNode(drive, trainer, steps, steps_per_call, grid_path),
                      label="driver")
