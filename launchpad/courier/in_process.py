@@ -36,6 +36,8 @@ class Target(Protocol):
 
     def admits(self, token: str) -> bool: ...
 
+    def serving(self) -> bool: ...
+
     def attach(self, peer: streams.Peer) -> None: ...
 
     def detach(self, peer: streams.Peer) -> None: ...
@@ -85,7 +87,7 @@ class InProcessChannel:
         with _lock:
             for key in hosts.keys(address):
                 found = _servers.get(key)
-                if found is not None and found[1] == tag:
+                if found is not None and found[1] == tag and found[0].serving():
                     return cls(found[0])
         return None
 
@@ -93,12 +95,17 @@ class InProcessChannel:
         return True
 
     def is_ready(self) -> bool:
-        return True  # a stream of a stopped server fails at once
+        """Whether the server still serves: one that is stopping ends new streams at once,
+        so a client must not take it for there (a node restarted under the same name has
+        a new server, which a fresh resolution finds)."""
+        return self.reachable()
 
     def reachable(self) -> bool:
-        """Whether the server still serves in this process (a stopped one has left)."""
+        """Whether the server still serves in this process (a stopped one has left, a
+        stopping one has stopped serving)."""
         with _lock:
-            return any(target is self._target for target, _ in _servers.values())
+            registered = any(target is self._target for target, _ in _servers.values())
+        return registered and self._target.serving()
 
     def connect_failure(self) -> str:
         return ""

@@ -225,6 +225,10 @@ class Server:
                 lane.close()
             self.detach(peer)
 
+    def serving(self) -> bool:
+        """False once stop() has begun: new streams are ended (in_process.Target)."""
+        return not self._stopped.is_set()
+
     def attach(self, peer: streams.Peer) -> None:
         """Counts a new stream, waiting for its first message; one that comes as the server
         stops is ended (stop() ends those it counted before it began)."""
