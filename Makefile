@@ -60,7 +60,7 @@ demo: $(VENV)/.installed
 
 test: system-packages $(VENV)/.installed
 	$(VENV)/bin/ruff check launchpad tests examples benchmarks
-	$(VENV)/bin/python -m pytest -q tests
+	$(VENV)/bin/python -m pytest -q --durations=15 tests
 	$(MAKE) test-core313
 	$(MAKE) test-acme
 
@@ -68,11 +68,15 @@ test: system-packages $(VENV)/.installed
 # exists (the replicator, ReplicatedNode and TensorFlow examples on Keras 3; Reverb's tests
 # skip), with every call on gRPC (LAUNCHPAD_COURIER_TRANSPORT=grpc; the courier suite still
 # runs each transport): the launch tests then pass with the fast transports forced off, and
-# the gRPC transport's use of grpcio's Cython layer is tested on the newest grpcio.
+# the gRPC transport's use of grpcio's Cython layer is tested on the newest grpcio. The tests
+# of real cluster engines (marked slurm, ray, kubernetes: daemons, pods in namespaces) run in
+# the main venv only: their launchers' code is the same on every Python, and running them
+# twice would take make test past 25 minutes now that the 3.13 run has TensorFlow's tests.
 test-core313:
 	@if [ -n "$(PY313)" ]; then \
 	  $(MAKE) $(VENV313)/.installed && \
-	  LAUNCHPAD_COURIER_TRANSPORT=grpc $(VENV313)/bin/python -m pytest -q tests; \
+	  LAUNCHPAD_COURIER_TRANSPORT=grpc $(VENV313)/bin/python -m pytest -q --durations=15 \
+	    -m "not slurm and not ray and not kubernetes" tests; \
 	else echo "Python 3.13 not found: skipping the 3.13 run"; fi
 
 # Acme's own Launchpad tests and distributed agents (tests/acme/test_acme.py). Acme's
