@@ -3,12 +3,16 @@ process whose output is read line by line as it comes."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import re
+import select
+import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Mapping, Sequence
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -46,14 +50,17 @@ class Script:
       timeout: how long each wait may take, in seconds.
       env: variables added to this process's environment.
       cwd: where it runs (the repository's root by default).
+      new_session: run it in a session of its own, which `kill_session()` ends whole.
     """
 
     def __init__(self, args: Sequence[str], *, timeout: float = 60,
-                 env: Mapping[str, str] | None = None, cwd: str = ROOT):
+                 env: Mapping[str, str] | None = None, cwd: str = ROOT,
+                 new_session: bool = False):
         self.timeout = timeout
         self.process = subprocess.Popen(
             [sys.executable, *args], cwd=cwd, env={**os.environ, **(env or {})},
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            start_new_session=new_session)
         self.lines: list[str] = []
         self._queue: queue.Queue = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
@@ -96,6 +103,48 @@ class Script:
             self.process.kill()
             self.process.wait()
 
+    def kill_session(self, timeout: float = 30) -> None:
+        """SIGKILLs every process of the script's session (started with new_session) and
+        waits until none is left. A launcher's nodes run in process groups of their own
+        (in its session), so killing the launcher's group alone would leave them running."""
+        deadline = time.monotonic() + timeout
+        killed = set()
+        while members := session_members(self.process.pid):  # until nothing forks any more
+            assert time.monotonic() < deadline, f"still alive after SIGKILL: {members}"
+            for pid in members:
+                with contextlib.suppress(ProcessLookupError):
+                    kill_and_wait(pid, max(0.0, deadline - time.monotonic()))
+                    killed.add(pid)
+        self.process.wait(timeout)
+        for pid in killed - {self.process.pid}:  # orphans re-parented to this subreaper
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
+        self.process.stdout.close()
+
     @property
     def output(self) -> str:
         return "".join(self.lines)
+
+
+def session_members(session: int) -> list[int]:
+    """Pids of the live (not zombie) processes of `session`, from /proc."""
+    members = []
+    for entry in os.listdir("/proc"):
+        with contextlib.suppress(OSError):
+            if entry.isdigit():
+                with open(f"/proc/{entry}/stat") as f:
+                    state, _, _, sid = f.read().rsplit(")", 1)[1].split()[:4]
+                if int(sid) == session and state != "Z":
+                    members.append(int(entry))
+    return members
+
+
+def kill_and_wait(pid: int, timeout: float) -> None:
+    """SIGKILLs process `pid` through a pidfd (no pid reuse race) and waits for it to end."""
+    pidfd = os.pidfd_open(pid)
+    try:
+        signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+        ended, _, _ = select.select([pidfd], [], [], timeout)
+        assert ended, f"process {pid} did not end within {timeout:.3g} s of SIGKILL"
+    finally:
+        os.close(pidfd)

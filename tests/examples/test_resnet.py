@@ -4,21 +4,13 @@ launch is killed, and refuses bad flags before launching anything."""
 
 from __future__ import annotations
 
-import contextlib
-import os
 import pathlib
-import queue
 import re
-import select
-import signal
-import subprocess
-import sys
-import threading
-import time
 
 import pytest
 
-from tests.examples.test_examples import REPO_ROOT, run_example
+from tests.examples.test_examples import run_example
+from tests.processes import Script, session_members
 from tests.stacks import needs_tensorflow
 
 TEST_IMAGES = 359  # the held-out fifth of scikit-learn's 1,797 digits
@@ -65,84 +57,6 @@ def test_resnet_beats_chance_on_the_held_out_digits():
     assert float(final[1]) >= 0.5, report
 
 
-class Launch:
-    """`python -m examples.resnet.launch ARGS` in a session of its own, its output (stdout and
-    stderr together) read line by line as it comes; `kill()` SIGKILLs the whole launch."""
-
-    def __init__(self, args: list[str]):
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "examples.resnet.launch", *args], cwd=REPO_ROOT,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-        self.lines: list[str] = []
-        self._queue: queue.Queue = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        for line in self.process.stdout:
-            self._queue.put(line)
-        self._queue.put(None)
-
-    def wait_for(self, pattern: str, timeout: float) -> re.Match:
-        """The first match of `pattern` in the lines to come, within `timeout` seconds."""
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                line = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
-                raise AssertionError(f"no {pattern!r} within {timeout} s:\n{self.output}") from None
-            if line is None:
-                raise AssertionError(f"the launch ended before {pattern!r}:\n{self.output}")
-            self.lines.append(line)
-            if match := re.search(pattern, line):
-                return match
-
-    def kill(self, timeout: float = 30) -> None:
-        """SIGKILLs every process of the launch and waits until none is left. Each node runs
-        in a process group of its own (in the launcher's session), so killing the launcher's
-        group alone would leave the nodes to end by themselves: the session is killed."""
-        deadline = time.monotonic() + timeout
-        killed = set()
-        while members := session_members(self.process.pid):  # until nothing forks any more
-            assert time.monotonic() < deadline, f"still alive after SIGKILL: {members}"
-            for pid in members:
-                with contextlib.suppress(ProcessLookupError):
-                    kill_and_wait(pid, max(0.0, deadline - time.monotonic()))
-                    killed.add(pid)
-        self.process.wait(timeout)
-        for pid in killed - {self.process.pid}:  # orphans re-parented to this subreaper
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, os.WNOHANG)
-        self.process.stdout.close()
-
-    @property
-    def output(self) -> str:
-        return "".join(self.lines)
-
-
-def session_members(session: int) -> list[int]:
-    """Pids of the live (not zombie) processes of `session`, from /proc."""
-    members = []
-    for entry in os.listdir("/proc"):
-        with contextlib.suppress(OSError):
-            if entry.isdigit():
-                with open(f"/proc/{entry}/stat") as f:
-                    state, _, _, sid = f.read().rsplit(")", 1)[1].split()[:4]
-                if int(sid) == session and state != "Z":
-                    members.append(int(entry))
-    return members
-
-
-def kill_and_wait(pid: int, timeout: float) -> None:
-    """SIGKILLs process `pid` through a pidfd (no pid reuse race) and waits for it to end."""
-    pidfd = os.pidfd_open(pid)
-    try:
-        signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-        ended, _, _ = select.select([pidfd], [], [], timeout)
-        assert ended, f"process {pid} did not end within {timeout:.3g} s of SIGKILL"
-    finally:
-        os.close(pidfd)
-
-
 def latest_checkpoint_step(directory: pathlib.Path) -> int:
     """The step of the checkpoint that `directory`'s `checkpoint` file names as the latest."""
     state = (directory / "checkpoint").read_text()
@@ -158,12 +72,13 @@ def test_resnet_resumes_from_its_checkpoint_after_a_kill(tmp_path: pathlib.Path)
     checkpoints = tmp_path / "checkpoints"
     flags = ["--lp_launch_type=local_mp", "--num_workers=2", f"--checkpoint_dir={checkpoints}",
              "--checkpoint_every=10", "--steps_per_call=10"]
-    killed = Launch([*flags, "--steps=1000"])
+    killed = Script(["-m", "examples.resnet.launch", *flags, "--steps=1000"], timeout=240,
+                    new_session=True)
     try:
-        written = killed.wait_for(r"trainer: wrote checkpoint (\S+)", timeout=240)[1]
+        written = killed.wait_for(r"trainer: wrote checkpoint (\S+)")[1]
         assert pathlib.Path(f"{written}.index").is_file(), killed.output
     finally:
-        killed.kill()
+        killed.kill_session()
     assert session_members(killed.process.pid) == []
     step = latest_checkpoint_step(checkpoints)
     assert step >= 10 and step % 10 == 0, killed.output
