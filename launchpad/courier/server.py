@@ -150,6 +150,8 @@ class Server:
                 return
             self._stopped.set()
             self._ready.set()  # calls waiting for an object to serve fail now
+            if self._endpoints is not None:
+                self._endpoints.refuse_new_streams()
             with self._drained:
                 if not self._drained.wait_for(self._quiet, timeout=grace):
                     self._warn_unanswered(grace)

@@ -95,10 +95,17 @@ class Endpoints:
         in_process.register(host, self.port, tls, target)
         self._grpc.start()
 
-    def stop(self) -> None:
-        """Stops accepting on every transport, then stops gRPC: its streams end after
-        `_GRPC_FLUSH_SECS`, time for what they sent to go out (streams.Peer.cancel)."""
+    def refuse_new_streams(self) -> None:
+        """Leaves the in-process registry and closes the local socket (streams already open
+        go on): a client then finds the server gone and resolves its name afresh, where a
+        stream opened on a stopping server would only be ended, failing its call. gRPC
+        keeps accepting until stop(), which is how it stops gracefully."""
         in_process.unregister(self._host, self.port, self._target)
         if self._local is not None:
             self._local.stop()
+
+    def stop(self) -> None:
+        """Stops accepting on every transport, then stops gRPC: its streams end after
+        `_GRPC_FLUSH_SECS`, time for what they sent to go out (streams.Peer.cancel)."""
+        self.refuse_new_streams()
         self._grpc.stop(grace=_GRPC_FLUSH_SECS)
