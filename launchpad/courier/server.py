@@ -227,15 +227,14 @@ class Server:
                 lane.close()
             self.detach(peer)
 
-    def serving(self) -> bool:
-        """False once stop() has begun: new streams are ended (in_process.Target)."""
+    def serving(self) -> bool:  # in_process.Target: False once stop() has begun
         return not self._stopped.is_set()
 
     def attach(self, peer: streams.Peer) -> None:
-        """Counts a new stream, waiting for its first message; one that comes as the server
-        stops is ended (stop() ends those it counted before it began)."""
+        """Counts a new stream, waiting for its first message; one that comes as it stops
+        is ended (stop() ends those it counted before it began)."""
         self._set_waiting(peer, True)
-        if self._stopped.is_set():
+        if not self.serving():
             peer.cancel()
 
     def detach(self, peer: streams.Peer) -> None:
