@@ -60,6 +60,9 @@ class NodeContext:
     _notified: bool = False
     # Set once the stop handlers have run (a node's process waits for it before it exits).
     handlers_done: threading.Event = dataclasses.field(default_factory=threading.Event)
+    # The courier servers this node made (shared with its colocated children's contexts):
+    # their call counters are the node's telemetry.
+    servers: list[courier_server.Server] = dataclasses.field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -83,8 +86,10 @@ class NodeContext:
     def new_server(self, **options: Any) -> courier_server.Server:
         """A courier server for this node: bound where the program reaches it, with its
         token (and TLS); `options`: see Server."""
-        return courier_server.Server(None, host=self.bind_host, token=self.token,
-                                     tls=self.tls, **options)
+        server = courier_server.Server(None, host=self.bind_host, token=self.token,
+                                       tls=self.tls, **options)
+        self.servers.append(server)
+        return server
 
     def endpoint(self, port: int) -> str:
         """host:port at which the rest of the program reaches `port` of this node."""

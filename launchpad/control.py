@@ -15,6 +15,8 @@ this process keeps per controller (`client_for`), whatever host they run on::
     node_failed(label, index, instance, reason, traceback, exception)
     request_stop(reason)                            asks the program to stop ('' : no reason)
     exit_codes(), restarts()                        how each node's run ended; restarts so far
+    report(label, index, instance, sample)          a node's telemetry.NodeSample (periodic)
+    status()                                        -> telemetry.ProgramStatus: every node now
     wait_for_stop()                                 returns once the program is stopping
     wait_for_end()                                  returns once every node has been ended
 
@@ -38,8 +40,9 @@ from launchpad.courier import client as courier_client
 from launchpad.courier import errors as courier_errors
 from launchpad.courier.hosts import host_identity
 from launchpad.courier.tls import TLS
+from launchpad.telemetry import NodeSample, ProgramStatus
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 
 
 class ControllerProtocolError(RuntimeError):
@@ -147,6 +150,19 @@ class ControllerClient:
 
     def restarts(self) -> dict[str, int]:
         return self._call("restarts")
+
+    def report(self, label: str, index: int, instance: str, sample: NodeSample,
+               timeout: float) -> None:
+        """Sends the controller this run's telemetry (see telemetry.py).
+
+        Raises:
+          TimeoutError: no answer within `timeout` seconds.
+        """
+        self._call_within(timeout, "report", label, index, instance, sample)
+
+    def status(self) -> ProgramStatus:
+        """Every node of the program now, as its controller sees it (telemetry.py)."""
+        return self._call("status")
 
     def wait_for_stop(self) -> None:
         """Returns when the program starts stopping; raises if the controller is gone."""

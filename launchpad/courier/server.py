@@ -30,14 +30,22 @@ import hmac
 import inspect
 import queue
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import grpc
 from absl import logging
 
-from launchpad.courier import errors, serialization, shared_memory, streams, transport
-from launchpad.courier.serialization import Kind
+from launchpad.courier import (
+    errors,
+    metrics,
+    replies,
+    serialization,
+    shared_memory,
+    streams,
+    transport,
+)
 from launchpad.courier.threads import DaemonThreadPool
 from launchpad.courier.tls import TLS
 
@@ -107,6 +115,7 @@ class Server:
             self._call_slots.put(None)
         self._context = contextvars.copy_context()
         self._address = ""
+        self.metrics = metrics.CallMetrics()  # every answered call, by method
 
     @property
     def address(self) -> str:
@@ -269,7 +278,7 @@ class Server:
             if frames[0].invites_shared_memory:
                 reply_lane = lane
         self._start_calls(frames, outbox, run_last_here)
-        yield from _replies(outbox, len(frames), reply_lane)
+        yield from replies.replies(outbox, len(frames), reply_lane)
 
     def _set_waiting(self, peer: streams.Peer, waiting: bool) -> None:
         self._streams[peer] = waiting  # one dict store: atomic, no lock on the hot path
@@ -287,7 +296,7 @@ class Server:
             self._unanswered.update(dict.fromkeys(frames))
         else:
             for frame in frames:
-                outbox.put(_error_frame(frame.call_id, errors.ServerUnavailableError(
+                outbox.put(replies.error_frame(frame.call_id, errors.ServerUnavailableError(
                     f"Courier server at {self._address} is stopping; {frame.name!r} was not "
                     "run")))
             return
@@ -307,26 +316,36 @@ class Server:
             self._call_slots.put(token)
 
     def _handle(self, frame: serialization.Frame, outbox: queue.SimpleQueue) -> None:
-        name = frame.name
+        started = time.perf_counter()
+        name = counted = frame.name
         try:
             if not self._ready.is_set():  # (a set event's wait still takes its lock)
                 self._ready.wait()
             if self._obj is None:
                 raise errors.ServerUnavailableError(
                     f"Courier server at {self._address} stopped before serving {name!r}")
+            counted = metrics.UNKNOWN_METHOD
             method = self._method(name)
-            args, kwargs = _load_arguments(frame)
+            counted = name
+            args, kwargs = replies.load_arguments(frame)
             # A batched handler answers with a Future: the reply is sent when it completes.
             method = getattr(method, "__courier_submit__", method)
             result = method(*args, **kwargs)
         except BaseException as e:  # noqa: BLE001 - every failure goes back to the caller
-            self._reply(outbox, frame, _error_frame(frame.call_id, e))
+            self._reply(outbox, frame, replies.error_frame(frame.call_id, e))
+            self.metrics.record(counted, time.perf_counter() - started, True)
             return
         if isinstance(result, concurrent.futures.Future):
-            result.add_done_callback(
-                lambda f: self._reply(outbox, frame, _future_frame(frame.call_id, name, f)))
+            result.add_done_callback(lambda f: self._reply_later(outbox, frame, f, started))
         else:
-            self._reply(outbox, frame, _result_frame(frame.call_id, name, result))
+            self._reply(outbox, frame, replies.result_frame(frame.call_id, name, result))
+            self.metrics.record(name, time.perf_counter() - started, False)
+
+    def _reply_later(self, outbox: queue.SimpleQueue, call: serialization.Frame,
+                     future: concurrent.futures.Future, started: float) -> None:
+        self._reply(outbox, call, replies.future_frame(call.call_id, call.name, future))
+        failed = future.cancelled() or future.exception() is not None
+        self.metrics.record(call.name, time.perf_counter() - started, failed)
 
     def _reply(self, outbox: queue.SimpleQueue, call: serialization.Frame,
                frames: list) -> None:
@@ -345,56 +364,3 @@ class Server:
         if not callable(method):
             raise errors.UnknownMethodError(name, public_methods(self._obj), self._address)
         return method
-
-
-def _load_arguments(frame: serialization.Frame) -> tuple[tuple, dict]:
-    try:
-        return frame.load()
-    except Exception as e:  # noqa: BLE001 - e.g. a class the server cannot import
-        raise errors.SerializationError(
-            f"Cannot unpickle the arguments of {frame.name!r} on the server: "
-            f"{type(e).__name__}: {e}") from e
-
-
-def _replies(outbox: queue.SimpleQueue, count: int,
-             lane: shared_memory.Lane | None) -> Iterator[tuple[list, bool]]:
-    """Yields `count` replies, as few messages as possible (each the chunks of a message
-    holding every reply ready), and whether it is the last. Large parts go through `lane`
-    when the client invited that. A None in the outbox means the stream was cancelled
-    (in_process.py)."""
-    while count:
-        frames = outbox.get()
-        count -= 1
-        while frames is not None and count and not outbox.empty():
-            more = outbox.get()
-            frames = None if more is None else frames + more
-            count -= 1
-        if frames is None:
-            raise streams.StreamBroken(grpc.StatusCode.CANCELLED, "the stream was cancelled")
-        yield serialization.message_chunks(frames, lane), not count
-
-
-def _result_frame(call_id: int, method: str, result: Any) -> list[serialization.OutFrame]:
-    try:
-        parts = serialization.dumps(result)
-    except Exception as e:  # noqa: BLE001 - report an unpicklable result to the caller
-        error = errors.SerializationError(
-            f"Cannot pickle the result of {method!r} (of type {type(result).__name__}): {e}")
-        return _error_frame(call_id, error)
-    return [serialization.encode_frame(Kind.RESULT, call_id, "", parts)]
-
-
-def _future_frame(call_id: int, method: str,
-                  future: concurrent.futures.Future) -> list[serialization.OutFrame]:
-    if future.cancelled():
-        return _error_frame(call_id, concurrent.futures.CancelledError(
-            f"{method!r} was cancelled on the server"))
-    exc = future.exception()
-    if exc is not None:
-        return _error_frame(call_id, exc)
-    return _result_frame(call_id, method, future.result())
-
-
-def _error_frame(call_id: int, exc: BaseException) -> list[serialization.OutFrame]:
-    return [serialization.encode_frame(Kind.ERROR, call_id, "",
-                                       serialization.dumps_exception(exc))]

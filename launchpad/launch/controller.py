@@ -24,12 +24,14 @@ import time
 
 from absl import logging
 
-from launchpad import context, control
+from launchpad import context, control, telemetry
 from launchpad.courier import server as courier_server
 from launchpad.courier.connection import settle
 from launchpad.courier.tls import TLS
 from launchpad.launch import ending, errors, process
+from launchpad.launch.controller_service import ControllerService
 from launchpad.launch.ending import NodeWorker
+from launchpad.launch.node_book import NodeBook
 from launchpad.launch.registry import AddressRegistry
 from launchpad.launch.supervisor import Supervisor
 from launchpad.program import Program
@@ -78,9 +80,11 @@ class Controller:
         self._registry = AddressRegistry(program.name, {
             (inner.label, inner.index): (node.label, node.index)
             for node in program.get_all_nodes() for inner in node.all_nodes()})
+        self._book = NodeBook({(n.label, n.index): _kind(n) for n in program.get_all_nodes()})
         self._supervisor = Supervisor(
             program.name, {(n.label, n.index) for n in program.get_all_nodes()},
-            program.restart_policies, self._registry, self.stop, liveness_timeout_secs)
+            program.restart_policies, self._registry, self.stop, liveness_timeout_secs,
+            self._book)
         self._contexts: list[context.NodeContext] = []
         self._stop_waiters: list[concurrent.futures.Future] = []
         self._finish_callbacks: list = []
@@ -91,11 +95,15 @@ class Controller:
         # Where the nodes' logs are kept (local_mp's terminal='output_to_files'; Slurm's run
         # folder), for a script to say so when its program ends; None where nothing keeps them.
         self.log_dir: str | None = None
+        # What launch.py says of this launch, for the program's status.
+        self.launch_type = ""
+        self.run_id = ""
+        self.started_at = time.time()
         self._finished = threading.Event()
         # Starts the processes of MultiProcessingColocation nodes run as threads here.
         self._process_starter = process.ChildProcessStarter(termination_notice_secs,
                                                             in_worker=False)
-        self._server = courier_server.Server(_ControllerService(self), host=host, port=port,
+        self._server = courier_server.Server(ControllerService(self), host=host, port=port,
                                              token=self._token, thread_pool_size=8, tls=tls)
         bound = self._server.start()
         self.address = (f"{advertised_host}:{self._server.port}" if advertised_host
@@ -185,6 +193,24 @@ class Controller:
         """'label/index' -> how each node's process (or thread) ended: 0 done, > 0 its exit
         code, < 0 the signal that killed it, None still running."""
         return {w.name: w.returncode for w in self._supervisor.workers()}
+
+    def status(self) -> telemetry.ProgramStatus:
+        """Every node of the program now: its state, where it runs, its restarts and
+        failures, and what it last reported of itself (telemetry.py)."""
+        failure = self.failure
+        return telemetry.ProgramStatus(
+            program=self.program_name, launch_type=self.launch_type, run_id=self.run_id,
+            started_at=self.started_at,
+            state=("stopped" if self._finished.is_set() else
+                   "stopping" if self._stopping.is_set() else "running"),
+            stop_reason=self.stop_reason, failure=str(failure) if failure else "",
+            nodes=self._book.statuses(self._registry.addresses_by_unit()),
+            log_dir=self.log_dir)
+
+    def report(self, label: str, index: int, instance: str,
+               sample: telemetry.NodeSample) -> None:
+        """A node's telemetry (the protocol's `report`)."""
+        self._book.report(self._registry.check_node(label, index), instance, sample)
 
     @property
     def failure(self) -> errors.NodeFailedError | None:
@@ -301,66 +327,6 @@ class Controller:
         self._finished.set()
 
 
-class _ControllerService:
-    """The controller protocol, served (see control.py for what each method means)."""
-
-    def __init__(self, controller: Controller):
-        self._controller = controller
-        self._registry = controller._registry
-        self._supervisor = controller._supervisor
-
-    def hello(self, version: int) -> int:
-        if version != control.PROTOCOL_VERSION:
-            logging.error("A process speaking controller protocol version %s called the "
-                          "controller of %s (version %s)", version,
-                          self._controller.program_name, control.PROTOCOL_VERSION)
-        return control.PROTOCOL_VERSION
-
-    def register(self, label: str, index: int, name: str, address: str,
-                 host_id: str) -> None:
-        self._registry.register(label, index, name, address, host_id)
-
-    def host_of(self, label: str, index: int, name: str) -> str:
-        return self._registry.host_of(label, index, name)
-
-    def resolve(self, label: str, index: int, name: str,
-                timeout: float) -> concurrent.futures.Future:
-        return self._registry.future(label, index, name, timeout)
-
-    def node_started(self, label: str, index: int, instance: str, host: str, pid: int,
-                     heartbeats: bool) -> None:
-        self._supervisor.started(self._registry.check_node(label, index), instance, host, pid,
-                                 heartbeats)
-
-    def heartbeat(self, label: str, index: int, instance: str) -> bool:
-        return self._supervisor.heartbeat(self._registry.check_node(label, index), instance)
-
-    def node_finished(self, label: str, index: int, instance: str) -> None:
-        self._supervisor.reported(self._registry.check_node(label, index), instance, None)
-
-    def node_failed(self, label: str, index: int, instance: str, reason: str,
-                    node_traceback: str, exception: bytes) -> None:
-        self._supervisor.reported(self._registry.check_node(label, index), instance,
-                                  (reason, node_traceback, exception))
-
-    def request_stop(self, reason: str) -> None:
-        if reason:
-            logging.warning("Program %s stops: %s", self._controller.program_name, reason)
-        self._controller.stop(reason)
-
-    def exit_codes(self) -> dict[str, int | None]:
-        return self._controller.exit_codes()
-
-    def restarts(self) -> dict[str, int]:
-        return self._controller.restarts()
-
-    def wait_for_stop(self) -> concurrent.futures.Future:
-        return self._controller.stop_future()
-
-    def wait_for_end(self) -> concurrent.futures.Future:
-        return self._controller.end_future()
-
-
 def _wait_in_slices(event: threading.Event, timeout: float | None) -> bool:
     """`event.wait(timeout)`, waking every `_WAIT_SLICE_SECS`: the kernel may give a Ctrl+C to
     any thread of the process, and Python runs its handler in the main thread only when that
@@ -373,3 +339,9 @@ def _wait_in_slices(event: threading.Event, timeout: float | None) -> bool:
             return True
         if deadline is not None and time.monotonic() >= deadline:
             return False
+
+
+def _kind(node) -> str:
+    """A node's type, as the status names it (a colocation with how many it holds)."""
+    inner = len(node.all_nodes()) - 1
+    return f"{type(node).__name__}({inner})" if inner > 0 else type(node).__name__

@@ -286,6 +286,7 @@ def launch(programs: Program | Sequence[Program],
         controller = Controller(program, termination_notice_secs=termination_notice_secs,
                                 liveness_timeout_secs=liveness_timeout_secs, host=host,
                                 tls=tls)
+        controller.launch_type = launch_type.value
         context.link_launch(program, controller.launcher_context)
         interrupts.watch(controller)
         try:

@@ -99,6 +99,16 @@ class AddressRegistry:
         with self._lock:
             return self._host_ids.get((label, index, name), "")
 
+    def addresses_by_unit(self) -> dict[NodeKey, dict[str, str]]:
+        """unit -> the addresses its nodes have registered ('label/index' of an inner node
+        of a colocation, then ':name' if the address has one -> host:port)."""
+        found: dict[NodeKey, dict[str, str]] = {}
+        with self._lock:
+            for (label, index, name), address in self._addresses.items():
+                key = f"{label}/{index}" + (f":{name}" if name else "")
+                found.setdefault(self._unit_of[(label, index)], {})[key] = address
+        return found
+
     def node_restarting(self, unit: NodeKey) -> None:
         """Forgets the unit's addresses: lookups wait for its nodes to register again."""
         with self._lock:

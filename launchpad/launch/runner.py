@@ -38,7 +38,7 @@ from absl import flags
 from absl import logging as absl_logging
 
 from launchpad import address, context, control
-from launchpad.launch import kubernetes_pod, process, process_tree, spec
+from launchpad.launch import kubernetes_pod, process, process_tree, reporting, spec
 from launchpad.nodes import base
 
 EXIT_NODE_RAISED = 1
@@ -68,6 +68,7 @@ def run_in_thread(node: base.Node, node_context: context.NodeContext) -> BaseExc
     instance = new_instance()
     node_context.controller.node_started(node_context.label, node_context.index, instance,
                                          node_context.host, os.getpid(), False)
+    reporting.start(node_context, instance, own_process=False)
     error = base.run_in_context(node, node_context)
     report(node_context, instance, error)
     return error
@@ -177,6 +178,8 @@ def run_process(node_spec: spec.NodeSpec) -> int:
                   file=sys.stderr, flush=True)
             return EXIT_ORPHANED
     _Watch(node_context, instance, node_spec).start()
+    if not child:
+        reporting.start(node_context, instance, own_process=True)
     _stop_on_signals(node_context, node_spec.stop_signals)
     try:
         node: Any = cloudpickle.loads(node_spec.node)

@@ -32,6 +32,7 @@ from absl import logging
 
 from launchpad.launch import errors
 from launchpad.launch.ending import KILL_AFTER_TERMINATE_SECS, NodeWorker
+from launchpad.launch.node_book import NodeBook
 from launchpad.launch.registry import AddressRegistry, NodeKey
 
 _FINISHED = None  # a report of a run that finished
@@ -47,12 +48,14 @@ class Supervisor:
       registry: the program's addresses (a unit's are forgotten when it ends or restarts).
       stop: starts the program's stop sequence.
       liveness_timeout_secs: how long a run that heartbeats may go silent.
+      book: where each unit's state is written for the program's status.
     """
 
     def __init__(self, program_name: str, units: set[NodeKey], restart_policies: dict,
                  registry: AddressRegistry, stop: Callable[[], None],
-                 liveness_timeout_secs: float):
+                 liveness_timeout_secs: float, book: NodeBook):
         self._program = program_name
+        self._book = book
         self._policies = restart_policies
         self._registry = registry
         self._stop = stop
@@ -115,6 +118,7 @@ class Supervisor:
                 self._heartbeats[unit] = time.monotonic()
             self._changed.notify_all()
             worker = self._workers.get(unit)
+        self._book.started(unit, instance, host, pid)
         _tell(worker, "run_started", instance)
 
     def heartbeat(self, unit: NodeKey, instance: str) -> bool:
@@ -181,6 +185,7 @@ class Supervisor:
     # --- outcomes ---------------------------------------------------------------------------
 
     def _finished(self, unit: NodeKey) -> None:
+        self._book.finished(unit)
         with self._lock:
             self._running.discard(unit)
             self._changed.notify_all()
@@ -191,7 +196,9 @@ class Supervisor:
 
     def _failed(self, unit: NodeKey, reason: str, node_traceback: str = "",
                 cause: BaseException | None = None) -> None:
-        if self._restart_if_allowed(unit, reason):
+        restarted = self._restart_if_allowed(unit, reason)
+        self._book.failed(unit, reason, node_traceback, restarted)
+        if restarted:
             return
         with self._lock:
             self._running.discard(unit)
@@ -271,6 +278,7 @@ class Supervisor:
                 self._registry.node_ended(unit, why)
             self._running.clear()
             self._changed.notify_all()
+        self._book.all_ended()
         self._closed.set()
 
     def wait_for_unit(self, unit: NodeKey, timeout: float | None) -> bool:

@@ -1,0 +1,70 @@
+"""The frames a courier server answers with, and how it reads a call's arguments.
+
+A result that cannot be pickled, and arguments that cannot be unpickled, become errors sent
+to the caller (SerializationError), never a broken stream.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import queue
+from collections.abc import Iterator
+from typing import Any
+
+import grpc
+
+from launchpad.courier import errors, serialization, shared_memory, streams
+from launchpad.courier.serialization import Kind
+
+
+def load_arguments(frame: serialization.Frame) -> tuple[tuple, dict]:
+    try:
+        return frame.load()
+    except Exception as e:  # noqa: BLE001 - e.g. a class the server cannot import
+        raise errors.SerializationError(
+            f"Cannot unpickle the arguments of {frame.name!r} on the server: "
+            f"{type(e).__name__}: {e}") from e
+
+
+def replies(outbox: queue.SimpleQueue, count: int,
+             lane: shared_memory.Lane | None) -> Iterator[tuple[list, bool]]:
+    """Yields `count` replies, as few messages as possible (each the chunks of a message
+    holding every reply ready), and whether it is the last. Large parts go through `lane`
+    when the client invited that. A None in the outbox means the stream was cancelled
+    (in_process.py)."""
+    while count:
+        frames = outbox.get()
+        count -= 1
+        while frames is not None and count and not outbox.empty():
+            more = outbox.get()
+            frames = None if more is None else frames + more
+            count -= 1
+        if frames is None:
+            raise streams.StreamBroken(grpc.StatusCode.CANCELLED, "the stream was cancelled")
+        yield serialization.message_chunks(frames, lane), not count
+
+
+def result_frame(call_id: int, method: str, result: Any) -> list[serialization.OutFrame]:
+    try:
+        parts = serialization.dumps(result)
+    except Exception as e:  # noqa: BLE001 - report an unpicklable result to the caller
+        error = errors.SerializationError(
+            f"Cannot pickle the result of {method!r} (of type {type(result).__name__}): {e}")
+        return error_frame(call_id, error)
+    return [serialization.encode_frame(Kind.RESULT, call_id, "", parts)]
+
+
+def future_frame(call_id: int, method: str,
+                  future: concurrent.futures.Future) -> list[serialization.OutFrame]:
+    if future.cancelled():
+        return error_frame(call_id, concurrent.futures.CancelledError(
+            f"{method!r} was cancelled on the server"))
+    exc = future.exception()
+    if exc is not None:
+        return error_frame(call_id, exc)
+    return result_frame(call_id, method, future.result())
+
+
+def error_frame(call_id: int, exc: BaseException) -> list[serialization.OutFrame]:
+    return [serialization.encode_frame(Kind.ERROR, call_id, "",
+                                       serialization.dumps_exception(exc))]

@@ -1,0 +1,85 @@
+"""The controller protocol (control.py), served: what each method means is said there.
+
+Each method hands its call to the controller's parts (the registry, the supervisor, the node
+book); methods that wait return a Future, which courier answers when it completes, so a
+waiting call holds no server thread.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+from typing import TYPE_CHECKING
+
+from absl import logging
+
+from launchpad import control, telemetry
+
+if TYPE_CHECKING:
+    from launchpad.launch.controller import Controller
+
+
+class ControllerService:
+    """The controller protocol, served (see control.py for what each method means)."""
+
+    def __init__(self, controller: "Controller"):
+        self._controller = controller
+        self._registry = controller._registry
+        self._supervisor = controller._supervisor
+
+    def hello(self, version: int) -> int:
+        if version != control.PROTOCOL_VERSION:
+            logging.error("A process speaking controller protocol version %s called the "
+                          "controller of %s (version %s)", version,
+                          self._controller.program_name, control.PROTOCOL_VERSION)
+        return control.PROTOCOL_VERSION
+
+    def register(self, label: str, index: int, name: str, address: str,
+                 host_id: str) -> None:
+        self._registry.register(label, index, name, address, host_id)
+
+    def host_of(self, label: str, index: int, name: str) -> str:
+        return self._registry.host_of(label, index, name)
+
+    def resolve(self, label: str, index: int, name: str,
+                timeout: float) -> concurrent.futures.Future:
+        return self._registry.future(label, index, name, timeout)
+
+    def node_started(self, label: str, index: int, instance: str, host: str, pid: int,
+                     heartbeats: bool) -> None:
+        self._supervisor.started(self._registry.check_node(label, index), instance, host, pid,
+                                 heartbeats)
+
+    def heartbeat(self, label: str, index: int, instance: str) -> bool:
+        return self._supervisor.heartbeat(self._registry.check_node(label, index), instance)
+
+    def node_finished(self, label: str, index: int, instance: str) -> None:
+        self._supervisor.reported(self._registry.check_node(label, index), instance, None)
+
+    def node_failed(self, label: str, index: int, instance: str, reason: str,
+                    node_traceback: str, exception: bytes) -> None:
+        self._supervisor.reported(self._registry.check_node(label, index), instance,
+                                  (reason, node_traceback, exception))
+
+    def request_stop(self, reason: str) -> None:
+        if reason:
+            logging.warning("Program %s stops: %s", self._controller.program_name, reason)
+        self._controller.stop(reason)
+
+    def exit_codes(self) -> dict[str, int | None]:
+        return self._controller.exit_codes()
+
+    def restarts(self) -> dict[str, int]:
+        return self._controller.restarts()
+
+    def wait_for_stop(self) -> concurrent.futures.Future:
+        return self._controller.stop_future()
+
+    def wait_for_end(self) -> concurrent.futures.Future:
+        return self._controller.end_future()
+
+    def report(self, label: str, index: int, instance: str,
+               sample: telemetry.NodeSample) -> None:
+        self._controller.report(label, index, instance, sample)
+
+    def status(self) -> telemetry.ProgramStatus:
+        return self._controller.status()

@@ -1,0 +1,41 @@
+"""A node's telemetry, sent to its controller every `telemetry.REPORT_SECS` (see telemetry.py).
+
+One daemon thread per run of a node: it sums the call counters of the courier servers the
+node made, adds its process's CPU time and memory (not for a node running as a thread of
+another process, whose process is not its own), and sends them with the protocol's `report`.
+A report that fails (the controller is busy, or gone) is skipped; the thread ends with the
+node's stop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+
+from launchpad import context, telemetry
+from launchpad.courier import metrics
+
+
+def start(node_context: context.NodeContext, instance: str, own_process: bool) -> None:
+    """Starts reporting for run `instance` of `node_context`'s node."""
+    threading.Thread(target=_report_until_stop, args=(node_context, instance, own_process),
+                     name=f"lp-telemetry-{node_context.name}", daemon=True).start()
+
+
+def sample(node_context: context.NodeContext, own_process: bool) -> telemetry.NodeSample:
+    """What the node measures of itself now."""
+    methods = metrics.summed([server.metrics.snapshot() for server in node_context.servers])
+    if own_process:
+        return telemetry.sample_process(methods)
+    return telemetry.NodeSample(cpu_secs=None, memory_bytes=None, methods=methods)
+
+
+def _report_until_stop(node_context: context.NodeContext, instance: str,
+                       own_process: bool) -> None:
+    controller = node_context.controller
+    while True:
+        with contextlib.suppress(Exception):  # skipped: the next one may get through
+            controller.report(node_context.label, node_context.index, instance,
+                              sample(node_context, own_process), timeout=telemetry.REPORT_SECS)
+        if node_context.stop_event.wait(telemetry.REPORT_SECS):  # the period, or the stop
+            return

@@ -1,0 +1,133 @@
+"""What a running program says about itself: node samples, node status, program status.
+
+Each node's runner sends its controller a `NodeSample` every `REPORT_SECS` (the controller
+protocol's `report`): its process's CPU time and memory, and the call counters of the courier
+servers the node made (courier/metrics.py), summed. The controller joins the samples with what
+it knows itself (each node's state, host, pid, addresses, restarts, failures) into a
+`ProgramStatus`, which `status()` returns - to `launchpad status`, the live table, the
+dashboard and `/metrics` alike. All of them are plain picklable data.
+
+Node states::
+
+    starting    its launcher started it; its runner has not reported yet
+    running     its runner reported it started
+    restarting  it failed and its group's RestartPolicy restarts it
+    stopped     it finished, or was ended by the program's stop
+    failed      it failed for good
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import resource
+import time
+
+from launchpad.courier.metrics import MethodCounts
+
+REPORT_SECS = 2.0  # how often a node sends its sample
+STATES = ("starting", "running", "restarting", "stopped", "failed")
+
+
+@dataclasses.dataclass
+class NodeSample:
+    """What a node measures of itself (cumulative since its run started).
+
+    cpu_secs and memory_bytes are None for a node that runs as a thread of another
+    process (local_mt): the process's figures are not its own.
+    """
+
+    cpu_secs: float | None
+    memory_bytes: int | None
+    methods: dict[str, MethodCounts]
+    taken_at: float = dataclasses.field(default_factory=time.time)
+
+
+@dataclasses.dataclass
+class Failure:
+    """One failure of a node: why, its traceback (if the node sent one), when (unix time),
+    and whether its group's policy restarted it."""
+
+    reason: str
+    traceback: str
+    at: float
+    restarted: bool
+
+
+@dataclasses.dataclass
+class MethodStatus:
+    """One served method of a node: calls and errors so far, calls per second over the last
+    report interval, and latency percentiles over the run (seconds; None without calls)."""
+
+    calls: int
+    errors: int
+    calls_per_sec: float
+    p50_secs: float | None
+    p90_secs: float | None
+    p99_secs: float | None
+    counts: MethodCounts  # the raw counters (histogram), for exporters
+
+
+@dataclasses.dataclass
+class NodeStatus:
+    """One node (or colocation: what runs, ends and restarts as one) of a running program."""
+
+    name: str  # 'label/index'
+    label: str
+    index: int
+    kind: str  # its node type: CourierNode, PyNode, ...
+    state: str  # one of STATES
+    host: str = ""  # where its current run runs, as it reported ('' before)
+    pid: int = 0  # its process on that host (0: not known yet)
+    addresses: dict[str, str] = dataclasses.field(default_factory=dict)  # name -> host:port
+    restarts: int = 0
+    started_at: float | None = None  # unix time its current run started
+    uptime_secs: float | None = None
+    cpu_secs: float | None = None
+    cpu_percent: float | None = None  # over the last report interval (100: one core)
+    memory_bytes: int | None = None
+    methods: dict[str, MethodStatus] = dataclasses.field(default_factory=dict)
+    failures: list[Failure] = dataclasses.field(default_factory=list)
+    sampled_at: float | None = None  # unix time of its last sample
+
+
+@dataclasses.dataclass
+class ProgramStatus:
+    """A running program, as its controller sees it now."""
+
+    program: str
+    launch_type: str
+    run_id: str
+    started_at: float  # unix time of the launch
+    state: str  # 'running', 'stopping' or 'stopped'
+    stop_reason: str
+    failure: str  # the failure that stopped it ('' if none)
+    nodes: list[NodeStatus]
+    log_dir: str | None = None
+
+
+def sample_process(methods: dict[str, MethodCounts]) -> NodeSample:
+    """This process's CPU time (user + system, its threads') and resident memory, with
+    `methods`."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return NodeSample(cpu_secs=usage.ru_utime + usage.ru_stime,
+                      memory_bytes=_resident_bytes(), methods=methods)
+
+
+def _resident_bytes() -> int | None:
+    """The process's resident set now (/proc; None where there is no /proc)."""
+    try:
+        with open("/proc/self/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def method_status(now: MethodCounts, before: MethodCounts | None,
+                  interval_secs: float) -> MethodStatus:
+    """A method's status from its counters now and at the previous sample."""
+    recent = now.minus(before) if before is not None else None
+    rate = recent.calls / interval_secs if recent is not None and interval_secs > 0 else 0.0
+    return MethodStatus(calls=now.calls, errors=now.errors, calls_per_sec=rate,
+                        p50_secs=now.percentile(0.5), p90_secs=now.percentile(0.9),
+                        p99_secs=now.percentile(0.99), counts=now)
