@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import ast
 import importlib
+import importlib.metadata
 import os
 import sys
 from collections.abc import Sequence
@@ -25,8 +26,17 @@ from launchpad.launch.kubernetes_settings import KubernetesSettings
 from launchpad.program import Program
 
 
+def _version() -> str:
+    """The installed distribution's version; "unknown" when run from a tree not installed."""
+    try:
+        return importlib.metadata.version("launchpad-next")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="launchpad", description="Launchpad's tools.")
+    parser.add_argument("--version", action="version", version=f"launchpad-next {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
     manifests = commands.add_parser(
         "kubernetes-manifests", help="write the Kubernetes objects of a program as YAML",
