@@ -17,6 +17,8 @@ this process keeps per controller (`client_for`), whatever host they run on::
     exit_codes(), restarts()                        how each node's run ended; restarts so far
     report(label, index, instance, sample)          a node's telemetry.NodeSample (periodic)
     status()                                        -> telemetry.ProgramStatus: every node now
+    read_log(label, index, offset, max_bytes)       -> (bytes of the node's log from offset,
+                                                        whether more may come)
     wait_for_stop()                                 returns once the program is stopping
     wait_for_end()                                  returns once every node has been ended
 
@@ -32,6 +34,7 @@ courier before anything of them is unpickled.
 
 from __future__ import annotations
 
+import concurrent.futures
 import threading
 
 import cloudpickle
@@ -42,7 +45,7 @@ from launchpad.courier.hosts import host_identity
 from launchpad.courier.tls import TLS
 from launchpad.telemetry import NodeSample, ProgramStatus
 
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3
 
 
 class ControllerProtocolError(RuntimeError):
@@ -68,18 +71,22 @@ class ControllerClient:
         self._lock = threading.Lock()
 
     def _call(self, method: str, *args):
+        self._check_open()
+        if not self._checked:
+            self._check_version(None)
+        return self._client.call(method, *args)
+
+    def _check_open(self) -> None:
         if self._ended:
             raise courier_errors.ServerUnavailableError(
                 f"The controller at {self.address} has ended")
-        if not self._checked:
-            self._check_version()
-        return self._client.call(method, *args)
 
-    def _check_version(self) -> None:
+    def _check_version(self, timeout: float | None) -> None:
         with self._lock:
             if self._checked:
                 return
-            theirs = self._client.call("hello", PROTOCOL_VERSION)
+            theirs = (self._client.call("hello", PROTOCOL_VERSION) if timeout is None else
+                      _answer(self._client.submit("hello", PROTOCOL_VERSION), timeout))
             if theirs != PROTOCOL_VERSION:
                 raise ControllerProtocolError(
                     f"The controller at {self.address} speaks protocol version {theirs}, this "
@@ -119,15 +126,14 @@ class ControllerClient:
         """
         self._call_within(timeout, "hello", PROTOCOL_VERSION)
 
-    def _call_within(self, timeout: float, method: str, *args):
+    def _call_within(self, timeout: float | None, method: str, *args):
+        """The call, its answer awaited for up to `timeout` seconds (None: for good)."""
+        if timeout is None:
+            return self._call(method, *args)
+        self._check_open()
         if not self._checked:
-            self._check_version()
-        future = self._client.submit(method, *args)
-        try:
-            return future.result(timeout)
-        except TimeoutError:
-            future.cancel()
-            raise
+            self._check_version(timeout)
+        return _answer(self._client.submit(method, *args), timeout)
 
     def node_finished(self, label: str, index: int, instance: str) -> None:
         self._call("node_finished", label, index, instance)
@@ -160,20 +166,49 @@ class ControllerClient:
         """
         self._call_within(timeout, "report", label, index, instance, sample)
 
-    def status(self) -> ProgramStatus:
-        """Every node of the program now, as its controller sees it (telemetry.py)."""
-        return self._call("status")
+    def status(self, timeout: float | None = None) -> ProgramStatus:
+        """Every node of the program now, as its controller sees it (telemetry.py).
+
+        Raises:
+          TimeoutError: no answer within `timeout` seconds (None: waits for good).
+        """
+        return self._call_within(timeout, "status")
+
+    def read_log(self, label: str, index: int, offset: int, max_bytes: int,
+                 timeout: float | None = None) -> tuple[bytes, bool]:
+        """Up to `max_bytes` of node label/index's log from byte `offset`, and whether more
+        may come (False once its run has ended and all it wrote is in the log).
+
+        Raises:
+          LookupError: the launch keeps no log of the node (the message says where its
+            output goes); UnknownNodeError: the program has no such node.
+          TimeoutError: no answer within `timeout` seconds.
+        """
+        return self._call_within(timeout, "read_log", label, index, offset, max_bytes)
 
     def wait_for_stop(self) -> None:
         """Returns when the program starts stopping; raises if the controller is gone."""
         self._call("wait_for_stop")
 
-    def wait_for_end(self) -> None:
-        """Returns when the controller has ended every node; raises if it is gone."""
-        self._call("wait_for_end")
+    def wait_for_end(self, timeout: float | None = None) -> None:
+        """Returns when the controller has ended every node; raises if it is gone.
+
+        Raises:
+          TimeoutError: they have not all ended within `timeout` seconds (None: waits).
+        """
+        self._call_within(timeout, "wait_for_end")
 
     def close(self) -> None:
         self._client.close()
+
+
+def _answer(future: concurrent.futures.Future, timeout: float):
+    """The call's result, waited for up to `timeout` seconds (then cancelled)."""
+    try:
+        return future.result(timeout)
+    except TimeoutError:
+        future.cancel()
+        raise
 
 
 def pickle_exception(exception: BaseException | None) -> bytes:

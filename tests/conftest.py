@@ -1,6 +1,8 @@
-"""Fixtures of every test folder: checks that a test leaves no thread or process behind."""
+"""Fixtures of every test folder: checks that a test leaves no thread or process behind, and
+runs recorded where the user's own `launchpad ls` does not see them."""
 
 import ctypes
+import os
 import threading
 import time
 
@@ -17,6 +19,18 @@ def pytest_configure(config):
     # Orphaned descendants are re-parented to this process instead of init, so a node process
     # that outlives its launcher is still seen (and failed) by `no_leaked_processes`.
     ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def run_records_of_the_session(tmp_path_factory):
+    """Runs the tests launch (in this process or in scripts it starts) are recorded in a
+    folder of the session ($LAUNCHPAD_RUN_DIR), not in ~/.launchpad."""
+    before = os.environ.get("LAUNCHPAD_RUN_DIR")
+    os.environ["LAUNCHPAD_RUN_DIR"] = str(tmp_path_factory.mktemp("runs"))
+    yield
+    os.environ.pop("LAUNCHPAD_RUN_DIR")
+    if before is not None:
+        os.environ["LAUNCHPAD_RUN_DIR"] = before
 
 
 @pytest.fixture

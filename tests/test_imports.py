@@ -95,3 +95,15 @@ def test_a_nodes_runner_is_not_imported_by_the_package_before_it_runs():
     __main__ (runpy would warn, and run it twice)."""
     out = _run("import sys, launchpad; print('launchpad.launch.__main__' in sys.modules)")
     assert out == "False"
+
+
+def test_the_command_is_imported_by_nothing_of_the_package_and_imports_no_extra():
+    users = {str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")
+             if "cli" not in p.relative_to(PACKAGE).parts
+             and any(m.startswith("launchpad.cli") for m in _imports_of(p))}
+    assert not users, f"{users} import the command"
+    out = _run("import sys, launchpad.cli; "
+               "print([m for m in sys.modules if m.split('.')[0] in "
+               "('ray', 'kubernetes', 'yaml', 'rich', 'tensorflow', 'numpy')], "
+               "'launchpad.launch.slurm' in sys.modules)")
+    assert out == "[] False"

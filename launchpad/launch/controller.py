@@ -18,9 +18,12 @@ never killed.
 from __future__ import annotations
 
 import concurrent.futures
+import os
 import secrets
+import socket
 import threading
 import time
+from typing import Any
 
 from absl import logging
 
@@ -38,6 +41,7 @@ from launchpad.program import Program
 
 # How often a wait of the main thread wakes to let a Ctrl+C in (see _wait_in_slices).
 _WAIT_SLICE_SECS = 0.2
+_MAX_LOG_READ = 1 << 20  # bytes of a node's log one read_log returns at most
 
 
 class Controller:
@@ -87,7 +91,7 @@ class Controller:
             self._book)
         self._contexts: list[context.NodeContext] = []
         self._stop_waiters: list[concurrent.futures.Future] = []
-        self._finish_callbacks: list = []
+        self._finish_callbacks: list | None = []  # None once the stop sequence took them
         self._end_waiters: list[concurrent.futures.Future] = []
         self._ended_nodes = False
         self._stopping = threading.Event()
@@ -95,6 +99,10 @@ class Controller:
         # Where the nodes' logs are kept (local_mp's terminal='output_to_files'; Slurm's run
         # folder), for a script to say so when its program ends; None where nothing keeps them.
         self.log_dir: str | None = None
+        # Where each node's output is while the program runs, for read_log: its launcher's
+        # terminal (terminals.py: log_of(name), writing(name)); None: nowhere but the output
+        # of the process its launcher runs in.
+        self.node_output: Any = None
         # What launch.py says of this launch, for the program's status.
         self.launch_type = ""
         self.run_id = ""
@@ -143,9 +151,13 @@ class Controller:
         self._supervisor.worker_ended(worker)
 
     def on_finish(self, callback) -> None:
-        """Calls `callback()` once every node has ended, before `wait()` returns."""
+        """Calls `callback()` once every node has ended, before `wait()` returns (now, if
+        they have all ended already)."""
         with self._lock:
-            self._finish_callbacks.append(callback)
+            if self._finish_callbacks is not None:
+                self._finish_callbacks.append(callback)
+                return
+        callback()
 
     # --- what users ask ---------------------------------------------------------------------
 
@@ -211,6 +223,34 @@ class Controller:
                sample: telemetry.NodeSample) -> None:
         """A node's telemetry (the protocol's `report`)."""
         self._book.report(self._registry.check_node(label, index), instance, sample)
+
+    def read_log(self, label: str, index: int, offset: int,
+                 max_bytes: int) -> tuple[bytes, bool]:
+        """Up to `max_bytes` (at most 1 MiB) of node label/index's output from byte `offset`,
+        and whether more may come (the protocol's `read_log`).
+
+        Raises:
+          UnknownNodeError: the program has no such node.
+          LookupError: its launch keeps no log of it (the message says where it goes).
+        """
+        unit = self._registry.check_node(label, index)
+        name = f"{unit[0]}/{unit[1]}"
+        if self.node_output is None:
+            raise LookupError(
+                f"Program {self.program_name!r} ({self.launch_type}) keeps no log of node "
+                f"{name}: its nodes write to the output of the process that launched them "
+                f"(pid {os.getpid()} on {socket.gethostname()})")
+        path = self.node_output.log_of(name)
+        # Whether more may come is decided first: once the node has ended and its output is
+        # all in, what is read next is the whole rest.
+        more = (self._book.state(unit) in ("starting", "running", "restarting")
+                or self.node_output.writing(name))
+        try:
+            with open(path, "rb") as log:
+                log.seek(max(0, offset))
+                return log.read(max(0, min(max_bytes, _MAX_LOG_READ))), more
+        except FileNotFoundError:  # nothing written yet
+            return b"", more
 
     @property
     def failure(self) -> errors.NodeFailedError | None:
@@ -310,7 +350,7 @@ class Controller:
                            f"of program {self.program_name}")
         self._supervisor.all_ended("the program stopped")
         with self._lock:
-            callbacks = list(self._finish_callbacks)
+            callbacks, self._finish_callbacks = self._finish_callbacks or [], None
             self._ended_nodes = True
             end_waiters, self._end_waiters = self._end_waiters, []
         for future in end_waiters:

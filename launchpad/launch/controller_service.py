@@ -83,3 +83,7 @@ class ControllerService:
 
     def status(self) -> telemetry.ProgramStatus:
         return self._controller.status()
+
+    def read_log(self, label: str, index: int, offset: int,
+                 max_bytes: int) -> tuple[bytes, bool]:
+        return self._controller.read_log(label, index, offset, max_bytes)

@@ -18,7 +18,7 @@ from absl import flags, logging
 
 from launchpad import context
 from launchpad.courier.tls import TLS
-from launchpad.launch import at_exit, interrupts, live_status, terminals
+from launchpad.launch import at_exit, interrupts, live_status, run_registry, terminals
 from launchpad.launch import resources as resources_lib
 from launchpad.launch.controller import Controller
 from launchpad.launch.errors import LaunchError
@@ -310,10 +310,28 @@ def launch(programs: Program | Sequence[Program],
                 controller.wait()
             raise
         controllers.append(controller)
+        if launch_type in _RECORDED:
+            _record(controller)
         if show_status:
             live_status.start(controller)
         _at_interpreter_exit(controller, launch_type, test_case)
     return controllers[0] if single else controllers
+
+
+# Launch types whose programs belong to the launching process, not to a test: the exit
+# waits for them (at_exit.py), and `launchpad ls` lists them (run_registry.py).
+_RECORDED = {LaunchType.LOCAL_MULTI_THREADING, LaunchType.LOCAL_MULTI_PROCESSING,
+             LaunchType.SLURM, LaunchType.RAY}
+
+
+def _record(controller: Controller) -> None:
+    """Records the run for `launchpad ls`; a registry that cannot be written (a read-only
+    home) costs only that, not the launch."""
+    try:
+        run_registry.register(controller)
+    except (OSError, LaunchError) as e:
+        logging.warning("launchpad: run of %s not recorded (launchpad ls will not list it): "
+                        "%s", controller.program_name, e)
 
 
 def _tls(tls: TLS | bool | None) -> TLS | None:
@@ -329,8 +347,7 @@ def _at_interpreter_exit(controller: Controller, launch_type: LaunchType,
     """What the interpreter's exit does with the program if it still runs (at_exit.py): local
     programs are waited for; a test_mt program without a test case is stopped (with one, the
     test's cleanup stops it)."""
-    if launch_type in (LaunchType.LOCAL_MULTI_THREADING, LaunchType.LOCAL_MULTI_PROCESSING,
-                       LaunchType.SLURM, LaunchType.RAY):
+    if launch_type in _RECORDED:
         at_exit.wait_for(controller)
     elif launch_type is LaunchType.TEST_MULTI_THREADING and test_case is None:
         at_exit.stop(controller)

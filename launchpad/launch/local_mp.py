@@ -37,12 +37,12 @@ def make_run_dir(program_name: str) -> str:
     return private_files.make_private_dir(f"{safe}-{stamp}-")
 
 
-def _clean_up(run_dir: str, terminal: terminals.Terminal,
-              spawner: fork_server.ForkServer) -> None:
+def _clean_up(run_dir: str, terminal: terminals.Terminal, spawner: fork_server.ForkServer,
+              keep_logs: bool) -> None:
     terminal.close()
     spawner.close()
     for name in os.listdir(run_dir):
-        if name.endswith(".spec"):
+        if name.endswith(".spec") or (name.endswith(".log") and not keep_logs):
             os.unlink(os.path.join(run_dir, name))
     if not os.listdir(run_dir):
         shutil.rmtree(run_dir, ignore_errors=True)
@@ -53,11 +53,15 @@ def launch(program: Program, controller: Controller, *, local_resources: dict | 
     """Starts one process per node of `program` under `controller`."""
     run_dir = make_run_dir(program.name)
     chosen = terminals.choose(terminal)
-    term = terminals.make(chosen, program.name, run_dir)
-    if chosen == terminals.OUTPUT_TO_FILES:
-        controller.log_dir = run_dir
+    # current_terminal copies each node's output to its log too, so that `launchpad logs`
+    # can read it while the program runs; the copies go with the program (the terminal
+    # showed them), the logs of output_to_files stay.
+    term = terminals.make(chosen, program.name, run_dir, keep_logs=True)
+    kept = chosen == terminals.OUTPUT_TO_FILES
+    controller.log_dir = run_dir if kept else None
+    controller.node_output = term
     spawner = fork_server.ForkServer()
-    controller.on_finish(lambda: _clean_up(run_dir, term, spawner))
+    controller.on_finish(lambda: _clean_up(run_dir, term, spawner, kept))
     launcher_context = controller.launcher_context
     node_processes = []
     for node in program.get_all_nodes():

@@ -73,6 +73,11 @@ class NodeBook:
                     entry.state = "stopped"
                 entry.instance = ""
 
+    def state(self, unit: NodeKey) -> str:
+        """The unit's state now (one of telemetry.STATES)."""
+        with self._lock:
+            return self._units[unit].state
+
     def report(self, unit: NodeKey, instance: str, sample: telemetry.NodeSample) -> None:
         """A node's sample; dropped unless `instance` is the unit's current run."""
         if not isinstance(sample, telemetry.NodeSample):

@@ -36,15 +36,31 @@ def make_private_dir(prefix: str, parent: str | None = None) -> str:
         os.mkdir(base, 0o700)
     except FileExistsError:
         pass
-    info = os.lstat(base)
-    if not stat.S_ISDIR(info.st_mode):
-        _refuse(base, "it is not a folder (a symlink, or a file)")
-    if info.st_uid != os.geteuid():
-        _refuse(base, f"it belongs to uid {info.st_uid}, not to this user ({os.geteuid()})")
-    if info.st_mode & 0o077:
-        _refuse(base, f"other users may open it (mode {stat.S_IMODE(info.st_mode):o}, "
-                      "expected 700)")
+    _check_own_dir(base, 0o077, "other users may open it")
     return tempfile.mkdtemp(prefix=prefix, dir=base)  # 0700, a fresh name
+
+
+def check_private_dir(path: str) -> None:
+    """Checks, before anything in it is read, that `path` is a folder of this user that no
+    one else can write to, below folders that are safe (see the module doc).
+
+    Raises:
+      FileNotFoundError: there is no such folder.
+      UnsafePathError: another user could have put or replaced what is in it (named).
+    """
+    _check_ancestors(os.path.dirname(os.path.realpath(path)))
+    _check_own_dir(path, 0o022, "other users may write to it")
+
+
+def _check_own_dir(path: str, closed: int, why: str) -> None:
+    """`path` is a real folder (not a symlink) of this user, without the mode bits `closed`."""
+    info = os.lstat(path)
+    if not stat.S_ISDIR(info.st_mode):
+        _refuse(path, "it is not a folder (a symlink, or a file)")
+    if info.st_uid != os.geteuid():
+        _refuse(path, f"it belongs to uid {info.st_uid}, not to this user ({os.geteuid()})")
+    if info.st_mode & closed:
+        _refuse(path, f"{why} (mode {stat.S_IMODE(info.st_mode):o}, expected 700)")
 
 
 def _check_ancestors(path: str) -> None:
@@ -62,8 +78,9 @@ def _check_ancestors(path: str) -> None:
 
 def _refuse(path: str, why: str) -> None:
     raise UnsafePathError(
-        f"Cannot keep the launch's private files under {path}: {why}. Remove it if it is "
-        "yours to remove, or set TMPDIR to a folder only you can write to")
+        f"Cannot keep or read the launch's private files under {path}: {why}. Remove it if "
+        "it is yours to remove, or set TMPDIR (for run records: LAUNCHPAD_RUN_DIR) to a "
+        "folder only you can write to")
 
 
 def write_private(path: str, data: bytes) -> None:

@@ -74,13 +74,15 @@ class ControllerActor:
         self._ended = threading.Event()
         self._released = threading.Event()
 
-    def start(self) -> tuple[str, str]:
-        """Launches the program from here; returns the controller's (address, token)."""
+    def start(self, run_id: str) -> tuple[str, str]:
+        """Launches the program from here as run `run_id`; returns the controller's (address,
+        token)."""
         import ray
         gcs_host = ray.get_runtime_context().gcs_address.rsplit(":", 1)[0]
         controller = Controller(self._program, termination_notice_secs=self._grace,
                                 liveness_timeout_secs=self._liveness,
                                 host=address.routed_host(gcs_host), tls=self._tls)
+        controller.launch_type, controller.run_id = "ray", run_id
         ray_launcher.launch(self._program, controller, **self._options)
         threading.Thread(target=self._follow, args=(controller,), daemon=True,
                          name="lp-detached-controller").start()
@@ -145,7 +147,7 @@ def _start_controller(program_name: str, run_id: str, settings: RaySettings, pic
             **({"runtime_env": dict(settings.runtime_env)} if settings.runtime_env else {})
         ).remote(pickled, options, termination_notice_secs, liveness_timeout_secs, tls)
         try:
-            controller_address, token = ray.get(actor.start.remote(),
+            controller_address, token = ray.get(actor.start.remote(run_id),
                                                 timeout=_START_TIMEOUT_SECS)
         except BaseException:
             ray.kill(actor)
@@ -157,6 +159,15 @@ def _start_controller(program_name: str, run_id: str, settings: RaySettings, pic
 
 def is_ray_run(folder: str) -> bool:
     return os.path.exists(os.path.join(folder, RECORD))
+
+
+def run_of(folder: str) -> run_records.Run:
+    """The detached Ray run recorded in `folder`, for `launchpad ls`."""
+    record = pickle.loads(private_files.read_private(os.path.join(folder, RECORD)))
+    run_id = os.path.basename(folder)
+    return run_records.Run(run_id, record.program_name, "ray (detached)",
+                           run_records.started_at_of(run_id), record.controller_address,
+                           record.token, record.tls, folder)
 
 
 def attach(folder: str) -> RayRemoteController:

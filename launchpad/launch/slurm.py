@@ -314,6 +314,7 @@ def start_nodes(program: Program, controller: Controller, job: SlurmJob,
     the job is cancelled when the program ends."""
     term = terminals.make(terminals.choose(terminal), program.name, run_dir, keep_logs=True)
     controller.log_dir = run_dir  # every terminal keeps the nodes' logs there
+    controller.node_output = term
     # A job still pending when the program stops is cancelled at once: its steps never run.
     controller.launcher_context.add_stop_handler(
         lambda: None if job.running else job.cancel())

@@ -93,6 +93,28 @@ def attach(folder: str) -> SlurmRemoteController:
                             slurm.SlurmJob(job_id, [], running=True), folder, launch_spec.tls)
 
 
+def is_slurm_run(folder: str) -> bool:
+    """Whether `folder` is the record of a detached Slurm run."""
+    return os.path.exists(os.path.join(folder, "job"))
+
+
+def run_of(folder: str) -> run_records.Run | None:
+    """The detached Slurm run recorded in `folder`, for `launchpad ls`; None once it has
+    ended, or while its controller has not said where it is (the job is pending)."""
+    if os.path.exists(os.path.join(folder, "outcome")):
+        return None
+    try:
+        where = private_files.read_private(os.path.join(folder, "controller.address"))
+    except FileNotFoundError:
+        return None
+    address, token = pickle.loads(where)
+    launch_spec = pickle.loads(private_files.read_private(os.path.join(folder, "launch.spec")))
+    run_id = os.path.basename(folder)
+    return run_records.Run(run_id, run_records.program_name_of(run_id), "slurm (detached)",
+                           run_records.started_at_of(run_id), address, token,
+                           launch_spec.tls, folder, log_dir=folder)
+
+
 def run_controller(path: str) -> int:
     """The batch step: launches the program from here and holds the job until it ends."""
     launch_spec = pickle.loads(private_files.read_private(path))
@@ -105,6 +127,7 @@ def run_controller(path: str) -> int:
         liveness_timeout_secs=launch_spec.liveness_timeout_secs,
         host=address.routed_host(slurm.slurmctld_address()), tls=launch_spec.tls)
     run_dir = os.path.dirname(path)
+    controller.launch_type, controller.run_id = "slurm", os.path.basename(run_dir)
     # This job: it ends when this batch step does, so the program's end need not cancel it.
     job = slurm.SlurmJob(os.environ["SLURM_JOB_ID"], slurm.components_of(program, needs),
                          running=True, ends_with_this_process=True)

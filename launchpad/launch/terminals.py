@@ -1,7 +1,8 @@
 """Where the output of node processes goes: the terminal of a process launch.
 
     current_terminal  every line of every node on the launcher's stdout, prefixed with the
-                      node's [label/index] (coloured when stdout is a terminal); the default
+                      node's [label/index] (coloured when stdout is a terminal), and copied to
+                      the node's log in the run folder (`launchpad logs` reads it); the default
     output_to_files   one log per node (label.index.log) in the launch's run folder, whose
                       path is printed at launch
     tmux_session      a tmux session with one window per node: its output, and its input (for
@@ -9,7 +10,8 @@
 
 `terminal=` of `lp.launch` picks one, else the LAUNCHPAD_LAUNCH_LOCAL_TERMINAL variable, else
 current_terminal. Whatever the terminal, node processes are children of the launcher, so the
-controller knows each one's exit status.
+controller knows each one's exit status. `log_of(name)` is the file the controller's read_log
+serves a node's output from (none under tmux_session).
 """
 
 from __future__ import annotations
@@ -59,6 +61,19 @@ class Terminal(abc.ABC):
     def close(self) -> None:
         """Called once every node process has ended."""
 
+    def log_of(self, name: str) -> str:
+        """The file node `name`'s output is kept in while the program runs (the protocol's
+        read_log reads it there).
+
+        Raises:
+          LookupError: this terminal keeps none (the message says where the output goes).
+        """
+        raise LookupError(f"the output of node {name} is kept in no file")
+
+    def writing(self, name: str) -> bool:
+        """Whether output of node `name`'s processes may still be on its way to its log."""
+        return False
+
 
 def make(terminal: str, program_name: str, run_dir: str, keep_logs: bool = False) -> Terminal:
     """The terminal; with `keep_logs`, current_terminal also keeps each node's log in the run
@@ -96,11 +111,19 @@ class CurrentTerminal(Terminal):
         read_end, write_end = os.pipe()
         log = None if self._log_dir is None else os.open(
             log_path(self._log_dir, name), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        self._pump.add(read_end, prefix, log)
+        self._pump.add(read_end, prefix, log, name)
         return (os.open(os.devnull, os.O_RDONLY), write_end, write_end), True
 
     def close(self) -> None:
         self._pump.close(timeout=5.0)
+
+    def log_of(self, name: str) -> str:
+        if self._log_dir is None:
+            return super().log_of(name)
+        return log_path(self._log_dir, name)
+
+    def writing(self, name: str) -> bool:
+        return self._pump.writing(name)
 
 
 class _LinePump:
@@ -112,20 +135,27 @@ class _LinePump:
         self._wake_read, self._wake_write = os.pipe()
         self._selector.register(self._wake_read, selectors.EVENT_READ, None)
         self._lock = threading.Lock()
-        self._added: list[tuple[int, tuple[str, int | None]]] = []
+        self._added: list[tuple[int, tuple[str, int | None, str]]] = []
         self._open_pipes = 0
+        self._open_by_name: dict[str, int] = {}
         self._closing = False
         self._all_closed = threading.Condition(self._lock)
         self._thread = threading.Thread(target=self._run, name="lp-output", daemon=True)
         self._thread.start()
 
-    def add(self, fd: int, prefix: str, log: int | None = None) -> None:
-        """Copies the lines of pipe `fd` with `prefix`, and to the file `log` if given (both
-        closed at the pipe's end)."""
+    def add(self, fd: int, prefix: str, log: int | None, name: str) -> None:
+        """Copies the lines of pipe `fd` (node `name`'s) with `prefix`, and to the file `log`
+        if given (both closed at the pipe's end)."""
         with self._lock:
-            self._added.append((fd, (prefix, log)))
+            self._added.append((fd, (prefix, log, name)))
             self._open_pipes += 1
+            self._open_by_name[name] = self._open_by_name.get(name, 0) + 1
         os.write(self._wake_write, b"+")
+
+    def writing(self, name: str) -> bool:
+        """Whether a pipe of node `name` is still open (its output not all copied yet)."""
+        with self._lock:
+            return self._open_by_name.get(name, 0) > 0
 
     def close(self, timeout: float) -> None:
         """Waits (bounded) for every pipe to reach its end, then stops the thread."""
@@ -167,7 +197,7 @@ class _LinePump:
             os.close(self._wake_write)
         return closing
 
-    def _write(self, where: tuple[str, int | None], partial: dict[int, bytes], fd: int,
+    def _write(self, where: tuple[str, int | None, str], partial: dict[int, bytes], fd: int,
                data: bytes) -> None:
         *lines, rest = (partial[fd] + data).split(b"\n")
         if len(rest) > 65536:  # a very long line without an end: show it anyway
@@ -187,10 +217,11 @@ class _LinePump:
             os.close(key.data[1])
         with self._lock:
             self._open_pipes -= 1
+            self._open_by_name[key.data[2]] -= 1
             self._all_closed.notify_all()
 
-    def _emit(self, where: tuple[str, int | None], lines: list[bytes]) -> None:
-        prefix, log = where
+    def _emit(self, where: tuple[str, int | None, str], lines: list[bytes]) -> None:
+        prefix, log, _ = where
         if log is not None:
             with contextlib.suppress(OSError):  # a full disk must not stop the output
                 os.write(log, b"".join(line + b"\n" for line in lines))
@@ -216,6 +247,9 @@ class FilesTerminal(Terminal):
 
     def close(self) -> None:
         """The logs stay in the run folder."""
+
+    def log_of(self, name: str) -> str:
+        return log_path(self._run_dir, name)
 
 
 class TmuxTerminal(Terminal):
@@ -250,6 +284,10 @@ class TmuxTerminal(Terminal):
 
     def close(self) -> None:
         """The session stays open, so the nodes' output can be read."""
+
+    def log_of(self, name: str) -> str:
+        raise LookupError(f"the output of node {name} goes to its window of tmux session "
+                          f"{self.session!r} (tmux attach -t {self.session}), not to a file")
 
 
 def _tmux(*args: str) -> str:

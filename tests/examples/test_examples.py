@@ -61,13 +61,16 @@ CASES = [
 
 def run_example(name: str, args: list[str], launch_type: str = "local_mt",
                 timeout: float = TIMEOUT_SECS,
-                env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """Runs examples/<name>/launch.py as a module; kills it on timeout."""
+                env: dict[str, str] | None = None,
+                unset: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    """Runs examples/<name>/launch.py as a module (with `env` added to the environment, the
+    variables `unset` left out); kills it on timeout."""
+    environment = {k: v for k, v in {**os.environ, **(env or {})}.items() if k not in unset}
     return subprocess.run(
         [sys.executable, "-m", f"examples.{name}.launch", f"--lp_launch_type={launch_type}",
          *args],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout, check=False,
-        env=None if env is None else {**os.environ, **env})
+        env=environment)
 
 
 @pytest.mark.parametrize("launch_type", ["local_mt", "local_mp"])
@@ -86,7 +89,8 @@ def test_consumer_producers_runs_unchanged_on_slurm(slurm_cluster, tmp_path):
     """The example, unchanged, as one Slurm job on the test cluster's hosts (its run folder
     under the HOME given, as it would be under a user's home on a cluster)."""
     result = run_example("consumer_producers", [], "slurm",
-                         env={**slurm_cluster.env, "HOME": str(tmp_path)})
+                         env={**slurm_cluster.env, "HOME": str(tmp_path)},
+                         unset=("LAUNCHPAD_RUN_DIR",))
     report = f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"
     assert result.returncode == 0, report
     assert "Consumer: 4 producers squared 0..3 -> [0, 1, 4, 9]; sum = 14" in result.stdout, (

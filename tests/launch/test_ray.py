@@ -16,7 +16,8 @@ import sys
 import pytest
 
 import launchpad as lp
-from launchpad.launch import ray_launcher, run_records
+from launchpad.launch import ray_launcher
+from tests.cli.helpers import cli
 from tests.launch import helpers
 from tests.launch.helpers import TIMEOUT
 from tests.processes import ROOT
@@ -237,8 +238,7 @@ def on_the_cluster(ray_cluster, monkeypatch, tmp_path):
     """This process and its children reach the test cluster; runs are recorded in tmp_path."""
     for name, value in ray_cluster.env.items():
         monkeypatch.setenv(name, value)
-    monkeypatch.setenv("HOME", str(tmp_path))  # ~/.launchpad, where runs are recorded
-    monkeypatch.setattr(run_records, "DEFAULT_RUN_DIR", str(tmp_path / ".launchpad"))
+    monkeypatch.setenv("LAUNCHPAD_RUN_DIR", str(tmp_path / ".launchpad"))
     monkeypatch.setattr(helpers, "BOX_HOST", ray_cluster.network.gateway)
     return ray_cluster
 
@@ -253,6 +253,10 @@ def test_a_detached_program_outlives_its_launcher_and_another_process_attaches_a
     controller = lp.attach(run_id)
     assert controller.program_name == "left-running"
     assert controller.exit_codes() == {"worker/0": None}  # asked of the running controller
+    listed = cli("ls").stdout.splitlines()[1].split()  # the command finds it too
+    assert listed[:4] == [run_id, "left-running", "ray", "(detached)"]
+    status = cli("status", run_id).stdout
+    assert status.startswith(f"left-running (ray, run {run_id}): running"), status
     assert not controller.wait(timeout=0.5)
     controller.stop()
     assert controller.wait(TIMEOUT)

@@ -16,6 +16,7 @@ import pytest
 
 import launchpad as lp
 from launchpad import control
+from tests.cli.helpers import cli, wait_until
 from tests.launch import helpers
 from tests.launch.helpers import TIMEOUT
 
@@ -264,6 +265,7 @@ def test_killing_a_detached_program_ends_its_job(slurm):
 
 
 def _say_running_then_wait_for_stop(box) -> None:
+    print("worker running", flush=True)
     box.put("running")
     lp.wait_for_stop()
 
@@ -299,6 +301,13 @@ def test_a_detached_program_outlives_its_launcher_and_another_process_attaches_a
     controller = lp.attach(run_id, run_dir=str(tmp_path))
     assert controller.program_name == "left-running"
     assert controller.exit_codes() == {"worker/0": None}  # asked of the running controller
+    # The command finds it too, and reads its node's log through its controller in the job.
+    listed = cli("ls", "--run-dir", str(tmp_path)).stdout.splitlines()[1].split()
+    assert listed[:4] == [run_id, "left-running", "slurm", "(detached)"]
+    status = cli("status", run_id, "--run-dir", str(tmp_path)).stdout
+    assert status.startswith(f"left-running (slurm, run {run_id}): running"), status
+    wait_until(lambda: cli("logs", "--run-dir", str(tmp_path), "worker").stdout
+               == "worker running\n", what="the worker's log")
     controller.stop()
     assert controller.wait(TIMEOUT)
     assert controller.exit_codes() == {"worker/0": 0}

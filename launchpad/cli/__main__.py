@@ -1,0 +1,7 @@
+"""`python -m launchpad.cli`: the `launchpad` command."""
+
+import sys
+
+from launchpad.cli import main
+
+sys.exit(main())

@@ -1,0 +1,138 @@
+"""`launchpad ls` and `launchpad stop`, and how every command finds the run it is given.
+
+    launchpad ls [--run-dir DIR]
+    launchpad stop [RUN] [--timeout SECS] [--run-dir DIR]
+
+The runs are those of the run registry (launch/run_registry.py): this user's programs whose
+controllers answer, local or in a cluster, attached or detached. RUN is a run id, or the
+beginning of exactly one; it may be left out while only one program runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from typing import NoReturn
+
+from launchpad import control
+from launchpad.courier import errors as courier_errors
+from launchpad.launch import run_records, run_registry
+
+CALL_SECS = 30.0  # how long a controller may take to answer a command's question
+_POLL_SECS = 0.05  # how often `stop` looks whether the run's record is gone yet
+
+
+def fail(message: str) -> NoReturn:
+    """Ends the command: `message` on stderr as one line, exit status 1."""
+    raise SystemExit(f"launchpad: {message}")
+
+
+def add_run_dir(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--run-dir", metavar="DIR", default=None,
+                        help="where runs are recorded (default $LAUNCHPAD_RUN_DIR, else "
+                             "~/.launchpad; a Slurm launch's SlurmSettings.run_dir)")
+
+
+def add_run(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run", metavar="RUN", nargs="?", default=None,
+                        help="the run id, or its beginning (default: the one running program)")
+
+
+def add_parsers(commands: argparse._SubParsersAction) -> None:
+    listing = commands.add_parser(
+        "ls", help="list this user's running programs",
+        description="Lists this user's running programs: run id, program, launch type, "
+                    "start time.")
+    add_run_dir(listing)
+    listing.set_defaults(handler=ls)
+    stopping = commands.add_parser(
+        "stop", help="stop a running program",
+        description="Asks a program to stop and waits until it has.")
+    add_run(stopping)
+    stopping.add_argument("--timeout", type=float, default=60.0, metavar="SECS",
+                          help="how long to wait for it to stop (default 60)")
+    add_run_dir(stopping)
+    stopping.set_defaults(handler=stop)
+
+
+def running(run_dir: str | None) -> list[run_records.Run]:
+    """The running programs (stale records cleaned); folders refused are named on stderr."""
+    found, refused = run_registry.runs(run_dir)
+    for why in refused:
+        print(f"launchpad: skipped: {why}", file=sys.stderr)
+    return found
+
+
+def find(given: str | None, run_dir: str | None) -> run_records.Run:
+    """The run `given` names (None: the only one).
+
+    Raises:
+      SystemExit: no run, or more than one, matches (the running ones are named).
+    """
+    found = running(run_dir)
+    ids = ", ".join(run.run_id for run in found) or "none"
+    if given is None:
+        if len(found) == 1:
+            return found[0]
+        if not found:
+            fail(f"no program of this user runs (records under {run_records.root(run_dir)})")
+        fail(f"{len(found)} programs run; name one: {ids}")
+    matches = ([run for run in found if run.run_id == given]
+               or [run for run in found if run.run_id.startswith(given)])
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        fail(f"no running program {given!r} of this user (it has ended, or never ran); "
+             f"running: {ids}")
+    fail(f"{given!r} names {len(matches)} runs: {', '.join(r.run_id for r in matches)}")
+
+
+def client(run: run_records.Run) -> control.ControllerClient:
+    return control.ControllerClient(run.controller_address, run.token, run.tls)
+
+
+def gone(run: run_records.Run) -> NoReturn:
+    """Ends the command: the run's controller stopped answering."""
+    fail(f"run {run.run_id} is gone: its controller at {run.controller_address} does not "
+         "answer (the program has ended)")
+
+
+def ls(args: argparse.Namespace) -> int:
+    found = running(args.run_dir)
+    if not found:
+        print(f"launchpad: no program of this user runs (records under "
+              f"{run_records.root(args.run_dir)})")
+        return 0
+    rows = [("RUN", "PROGRAM", "LAUNCH TYPE", "STARTED")] + [
+        (run.run_id, run.program, run.launch_type,
+         time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(run.started_at)))
+        for run in found]
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    for row in rows:
+        print("  ".join([cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
+                        + [row[3]]))
+    return 0
+
+
+def stop(args: argparse.Namespace) -> int:
+    run = find(args.run, args.run_dir)
+    controller = client(run)
+    deadline = time.monotonic() + args.timeout
+    try:
+        controller.request_stop(f"launchpad stop from pid {os.getpid()}")
+        controller.wait_for_end(args.timeout)
+    except courier_errors.ServerUnavailableError:
+        pass  # it ended before it could say so
+    except TimeoutError:
+        fail(f"run {run.run_id} has not stopped within {args.timeout:g} s (its nodes are "
+             "still in their grace period, or do not end); `launchpad status "
+             f"{run.run_id}` shows which")
+    finally:
+        controller.close()
+    record = os.path.join(run.folder, run_registry.RECORD)
+    while os.path.exists(record) and time.monotonic() < deadline:
+        time.sleep(_POLL_SECS)  # its launcher removes it once the program has ended
+    print(f"launchpad: stopped run {run.run_id} (program {run.program})")
+    return 0

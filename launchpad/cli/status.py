@@ -1,0 +1,55 @@
+"""`launchpad status [RUN] [--json]`: a running program's node table, from its controller.
+
+Plain text (launch/status_text.py: the same table the live view shows): each node's name,
+type, state, host, pid, restarts, uptime, CPU, memory, calls per second, errors and latency
+percentiles, then why the program stopped and each failed node's last failure. `--json`
+prints the controller's whole `telemetry.ProgramStatus` instead (per-method counters
+included).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+
+from launchpad import telemetry
+from launchpad.cli import runs
+from launchpad.courier import errors as courier_errors
+from launchpad.launch import run_records, status_text
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "status", help="show a running program's nodes",
+        description="Shows each node of a running program: state, host, pid, restarts, "
+                    "uptime, CPU, memory, calls, errors, latency.")
+    runs.add_run(parser)
+    parser.add_argument("--json", action="store_true",
+                        help="print the whole status as JSON")
+    runs.add_run_dir(parser)
+    parser.set_defaults(handler=run)
+
+
+def of(run: run_records.Run) -> telemetry.ProgramStatus:
+    """The run's status now, from its controller.
+
+    Raises:
+      SystemExit: its controller is gone.
+    """
+    client = runs.client(run)
+    try:
+        return client.status(runs.CALL_SECS)
+    except courier_errors.ServerUnavailableError:
+        runs.gone(run)
+    finally:
+        client.close()
+
+
+def run(args: argparse.Namespace) -> int:
+    status = of(runs.find(args.run, args.run_dir))
+    if args.json:
+        print(json.dumps(dataclasses.asdict(status), indent=1))
+    else:
+        print(status_text.render(status))
+    return 0
