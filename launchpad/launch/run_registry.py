@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import pickle
 import socket
 from typing import Any
 
@@ -66,11 +67,11 @@ def _remove(folder: str) -> None:
         os.rmdir(folder)
 
 
-def runs(run_dir: str | None = None, clean: bool = True) -> tuple[list[run_records.Run],
-                                                                  list[str]]:
+def runs(run_dir: str | None = None) -> tuple[list[run_records.Run], list[str]]:
     """The running programs of this user recorded under `run_dir` (default
     $LAUNCHPAD_RUN_DIR, else ~/.launchpad), in run-id order, and why any folder there was
-    not read (another user could write it). Stale records are removed unless not `clean`."""
+    not read (another user could write it, or its record is torn). Stale records are
+    removed."""
     root = run_records.root(run_dir)
     try:
         private_files.check_private_dir(root)
@@ -87,14 +88,15 @@ def runs(run_dir: str | None = None, clean: bool = True) -> tuple[list[run_recor
         except UnsafePathError as e:
             refused.append(str(e))
             continue
-        except (OSError, ValueError, KeyError, TypeError) as e:
+        except (OSError, ValueError, KeyError, TypeError, EOFError,
+                pickle.UnpicklingError) as e:
             refused.append(f"The record of run {name!r} could not be read ({e})")
             continue
         if run is None:
             continue
         if answers(run):
             found.append(run)
-        elif clean and launcher_gone(run):
+        elif launcher_gone(run):
             _remove(folder)
     return found, refused
 

@@ -11,7 +11,7 @@ import stat
 import pytest
 
 import launchpad as lp
-from launchpad.launch import run_records, run_registry
+from launchpad.launch import private_files, run_records, run_registry
 from tests.cli import helpers
 from tests.cli.helpers import cli
 
@@ -104,6 +104,19 @@ def test_a_record_others_may_write_to_or_a_symlink_is_refused(running, tmp_path)
     assert "Refused to read" in run_registry.runs()[1][0]
     os.unlink(record)
     os.rename(tmp_path / "elsewhere", record)
+    assert len(run_registry.runs()[0]) == 1
+
+
+def test_a_torn_record_is_named_and_the_others_still_listed(running):
+    record = os.path.join(run_records.find(running.run_id), run_registry.RECORD)
+    whole = open(record, "rb").read()
+    private_files.write_private(record, whole[:len(whole) // 2])
+    try:
+        listed, (why,) = run_registry.runs()
+        assert not listed and why.startswith(f"The record of run {running.run_id!r} could "
+                                             "not be read")
+    finally:
+        private_files.write_private(record, whole)
     assert len(run_registry.runs()[0]) == 1
 
 
