@@ -20,7 +20,8 @@ PIP_FLAGS := --quiet --disable-pip-version-check
 .PHONY: demo test test-core313 test-acme system-packages lint bench clean
 
 # System packages the tests use, installed when missing: tmux (for the tmux_session terminal);
-# Slurm, munge and iproute2 (for the Slurm cluster on network namespaces of tests/cluster).
+# Slurm, munge and iproute2 (for the Slurm cluster on network namespaces of tests/cluster);
+# chromium and chromium-driver (the dashboard's page is tested in a headless Chromium).
 system-packages:
 	@PATH="$$PATH:/usr/sbin:/sbin"; pkgs=""; \
 	command -v tmux >/dev/null || pkgs="$$pkgs tmux"; \
@@ -29,6 +30,8 @@ system-packages:
 	command -v sbatch >/dev/null || pkgs="$$pkgs slurm-client"; \
 	command -v munged >/dev/null || pkgs="$$pkgs munge"; \
 	command -v ip >/dev/null || pkgs="$$pkgs iproute2"; \
+	command -v chromium >/dev/null || pkgs="$$pkgs chromium"; \
+	command -v chromedriver >/dev/null || pkgs="$$pkgs chromium-driver"; \
 	test -z "$$pkgs" || { apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$pkgs; }
 
@@ -92,4 +95,4 @@ bench: system-packages $(VENV)/.installed
 	$(VENV)/bin/python -m benchmarks.launch_slurm  # as root: it starts its own Slurm
 
 clean:
-	rm -rf $(VENV) $(VENV313) $(VENV_ACME) *.egg-info
+	rm -rf $(VENV) $(VENV313) $(VENV_ACME) *.egg-info test-artifacts
