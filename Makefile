@@ -20,7 +20,8 @@ PIP_FLAGS := --quiet --disable-pip-version-check
 .PHONY: demo test test-main other-venvs test-core313 test-acme system-packages lint bench clean
 
 # System packages the tests use, installed when missing: tmux (for the tmux_session terminal);
-# Slurm, munge and iproute2 (for the Slurm cluster on network namespaces of tests/cluster).
+# Slurm, munge and iproute2 (for the Slurm cluster on network namespaces of tests/cluster);
+# graphviz (its `dot` draws the pictures of programs: tests/test_dot.py, tests/test_cli_graph.py).
 system-packages:
 	@PATH="$$PATH:/usr/sbin:/sbin"; pkgs=""; \
 	command -v tmux >/dev/null || pkgs="$$pkgs tmux"; \
@@ -29,6 +30,7 @@ system-packages:
 	command -v sbatch >/dev/null || pkgs="$$pkgs slurm-client"; \
 	command -v munged >/dev/null || pkgs="$$pkgs munge"; \
 	command -v ip >/dev/null || pkgs="$$pkgs iproute2"; \
+	command -v dot >/dev/null || pkgs="$$pkgs graphviz"; \
 	test -z "$$pkgs" || { apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$pkgs; }
 
