@@ -2,12 +2,14 @@
 
     launchpad kubernetes-manifests MODULE:FUNCTION -o DIR [--image IMAGE] [--namespace NS]
                                    [--tls] [--arg NAME=VALUE ...]
+    launchpad graph MODULE:FUNCTION -o FILE [--collapse-at N] [--arg NAME=VALUE ...]
 
-imports MODULE, calls FUNCTION(**args) (e.g. the `make_program` of an example), which returns a
-Program, and writes the Kubernetes objects that run it (`lp.kubernetes_manifests`) into DIR,
-one YAML file per object, numbered in the order to apply them (`kubectl apply -f DIR`). One of
-them is the launch's Secret: DIR is made private (0700), its files 0600. Also runnable as
-`python -m launchpad.cli`.
+Each imports MODULE and calls FUNCTION(**args) (e.g. the `make_program` of an example), which
+returns a Program, without launching it. `kubernetes-manifests` writes the Kubernetes objects
+that run it (`lp.kubernetes_manifests`) into DIR, one YAML file per object, numbered in the
+order to apply them (`kubectl apply -f DIR`). One of them is the launch's Secret: DIR is made
+private (0700), its files 0600. `graph` draws the program (`lp.render_program`) into FILE:
+.svg, .png, .pdf, or .dot for the DOT source. Also runnable as `python -m launchpad.cli`.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import ast
 import importlib
+import importlib.metadata
 import os
 import sys
 from collections.abc import Sequence
@@ -23,10 +26,20 @@ from typing import Any
 from launchpad.launch import kubernetes_manifests
 from launchpad.launch.kubernetes_settings import KubernetesSettings
 from launchpad.program import Program
+from launchpad.render import DRAWN, SOURCE, render_program
+
+
+def _version() -> str:
+    """The installed distribution's version; "unknown" when run from a tree not installed."""
+    try:
+        return importlib.metadata.version("launchpad-next")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown (not installed)"
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="launchpad", description="Launchpad's tools.")
+    parser.add_argument("--version", action="version", version=f"launchpad-next {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
     manifests = commands.add_parser(
         "kubernetes-manifests", help="write the Kubernetes objects of a program as YAML",
@@ -40,10 +53,32 @@ def _parser() -> argparse.ArgumentParser:
     manifests.add_argument("--namespace", default="default", help="the objects' namespace")
     manifests.add_argument("--tls", action="store_true",
                            help="certificates made now for TLS between the program's parts")
-    manifests.add_argument("--arg", action="append", default=[], metavar="NAME=VALUE",
-                           help="a keyword argument of FUNCTION (a Python literal, else a "
-                                "string); may be repeated")
+    _add_program_arguments(manifests)
+    _add_graph_parser(commands)
     return parser
+
+
+def _add_program_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--arg", action="append", default=[], metavar="NAME=VALUE",
+                        help="a keyword argument of FUNCTION (a Python literal, else a "
+                             "string); may be repeated")
+
+
+def _add_graph_parser(commands: Any) -> None:
+    graph = commands.add_parser(
+        "graph", help="draw a program's nodes and who calls whom, without launching it",
+        description="Draws a program: its groups, its nodes shaped by type, an edge from "
+                    "each node to every node whose handle it holds.")
+    graph.add_argument("target", metavar="MODULE:FUNCTION",
+                       help="a function returning the Program, e.g. "
+                            "examples.hello_world.launch:make_program")
+    graph.add_argument("-o", "--output", required=True, metavar="FILE",
+                       help="the file to write; its suffix says the format: "
+                            + ", ".join("." + s for s in DRAWN + SOURCE) + " (the DOT source)")
+    graph.add_argument("--collapse-at", type=int, default=3, metavar="N",
+                       help="draw N or more identical nodes of a group as one (0: never; "
+                            "default 3)")
+    _add_program_arguments(graph)
 
 
 def _keyword(text: str) -> tuple[str, Any]:
@@ -61,11 +96,17 @@ def _program(target: str, kwargs: dict[str, Any]) -> Program:
     if not sep or not module_name or not function_name:
         raise SystemExit(f"launchpad: {target!r} is not MODULE:FUNCTION")
     sys.path.insert(0, os.getcwd())  # as `python -m` would: modules of this folder import
-    module = importlib.import_module(module_name)
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise SystemExit(f"launchpad: cannot import {module_name}: {e}") from e
     function = getattr(module, function_name, None)
     if not callable(function):
         raise SystemExit(f"launchpad: module {module_name} has no function {function_name!r}")
-    program = function(**kwargs)
+    try:
+        program = function(**kwargs)
+    except Exception as e:  # noqa: BLE001 - whatever the user's function raises, named
+        raise SystemExit(f"launchpad: {target}() raised {type(e).__name__}: {e}") from e
     if not isinstance(program, Program):
         raise SystemExit(f"launchpad: {target}() returned {type(program).__name__}, not a "
                          "Program")
@@ -91,9 +132,8 @@ def write_yaml(objects: Sequence[dict[str, Any]], folder: str) -> list[str]:
     return paths
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Runs the command with `argv` (default sys.argv[1:]); its exit status."""
-    args = _parser().parse_args(argv)
+def _kubernetes_manifests(args: argparse.Namespace) -> int:
+    """`launchpad kubernetes-manifests`: the program's objects as YAML files."""
     program = _program(args.target, dict(_keyword(a) for a in args.arg))
     try:
         objects = kubernetes_manifests.kubernetes_manifests(
@@ -105,6 +145,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"launchpad: wrote {len(paths)} objects of program {program.name!r} to "
           f"{args.output}")
     return 0
+
+
+def _graph(args: argparse.Namespace) -> int:
+    """`launchpad graph`: the program's picture in a file."""
+    if args.collapse_at < 0 or args.collapse_at == 1:
+        raise SystemExit(f"launchpad: --collapse-at={args.collapse_at} must be 0 (never) or "
+                         "at least 2")
+    program = _program(args.target, dict(_keyword(a) for a in args.arg))
+    try:
+        path = render_program(program, args.output, collapse_at=args.collapse_at or None)
+    except (ImportError, RuntimeError, ValueError, OSError) as e:
+        raise SystemExit(f"launchpad: {e}") from e
+    print(f"launchpad: drew program {program.name!r} ({len(program.get_all_nodes())} nodes) "
+          f"into {path}")
+    return 0
+
+
+_COMMANDS = {"kubernetes-manifests": _kubernetes_manifests, "graph": _graph}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs the command with `argv` (default sys.argv[1:]); its exit status."""
+    args = _parser().parse_args(argv)
+    return _COMMANDS[args.command](args)
 
 
 if __name__ == "__main__":

@@ -48,17 +48,20 @@ class Script:
     Args:
       args: the interpreter's arguments (`["-m", "module", ...]` or a script and its flags).
       timeout: how long each wait may take, in seconds.
-      env: variables added to this process's environment.
+      env: variables added to this process's environment (None: the variable removed).
       cwd: where it runs (the repository's root by default).
       new_session: run it in a session of its own, which `kill_session()` ends whole.
+      python: the interpreter (this one by default; e.g. another venv's).
     """
 
     def __init__(self, args: Sequence[str], *, timeout: float = 60,
-                 env: Mapping[str, str] | None = None, cwd: str = ROOT,
-                 new_session: bool = False):
+                 env: Mapping[str, str | None] | None = None, cwd: str = ROOT,
+                 new_session: bool = False, python: str = sys.executable):
         self.timeout = timeout
+        environment = {**os.environ, **(env or {})}
         self.process = subprocess.Popen(
-            [sys.executable, *args], cwd=cwd, env={**os.environ, **(env or {})},
+            [python, *args], cwd=cwd,
+            env={name: value for name, value in environment.items() if value is not None},
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             start_new_session=new_session)
         self.lines: list[str] = []

@@ -18,7 +18,8 @@ def _run(code: str) -> str:
 def test_import_launchpad_imports_no_extra_and_parses_no_flags():
     out = _run("import sys, launchpad; from absl import flags; "
                "print([m for m in ('tensorflow', 'reverb', 'ray', 'kubernetes', 'numpy', "
-               "'prometheus_client', 'selenium', 'http.server', 'launchpad.launch.dashboard') "
+               "'graphviz', 'prometheus_client', 'selenium', 'http.server', "
+               "'launchpad.launch.dashboard') "
                "if m in sys.modules], "
                "flags.FLAGS.is_parsed())")
     assert out == "[] False"
@@ -93,8 +94,9 @@ def _module_level_imports(path: pathlib.Path) -> set[str]:
     return {m for m in found if m.startswith("launchpad")}
 
 
-def test_the_graph_the_context_and_the_protocol_import_neither_nodes_nor_launchers():
-    for name in ("program.py", "context.py", "address.py", "stopping.py", "control.py"):
+def test_the_graph_its_pictures_the_context_and_the_protocol_import_neither_nodes_nor_launchers():
+    for name in ("program.py", "context.py", "address.py", "stopping.py", "control.py",
+                 "dot.py", "render.py"):
         imports = _module_level_imports(PACKAGE / name)
         above = {m for m in imports if m.startswith(("launchpad.nodes", "launchpad.launch"))}
         assert not above, f"{name} imports {above}"

@@ -18,7 +18,7 @@ from absl import flags, logging
 
 from launchpad import context
 from launchpad.courier.tls import TLS
-from launchpad.launch import at_exit, interrupts
+from launchpad.launch import at_exit, interrupts, live_status, terminals
 from launchpad.launch import resources as resources_lib
 from launchpad.launch.controller import Controller
 from launchpad.launch.errors import LaunchError
@@ -113,6 +113,11 @@ def _define_flags(flag_values: flags.FlagValues) -> None:
         flags.DEFINE_string(f"lp_slurm_{name}", None,
                             f"launch_type=slurm: the job's {what}, when lp.launch() is given "
                             "no slurm=lp.SlurmSettings(...)", flag_values=flag_values)
+    flags.DEFINE_bool("lp_status", False,
+                      "Local launch types: show a live table of the nodes (their state, "
+                      "restarts, CPU, memory, call rates) while the program runs, when the "
+                      "output is a terminal (needs the `status` extra: rich); under local_mp "
+                      "node output then goes to files.", flag_values=flag_values)
     flags.DEFINE_string("lp_ray_address", None,
                         "launch_type=ray: the Ray cluster to join (its head's host:port, or "
                         "auto), when lp.launch() is given no ray=lp.RaySettings(...); default "
@@ -204,6 +209,7 @@ def launch(programs: Program | Sequence[Program],
            tls: TLS | bool | None = None,
            liveness_timeout_secs: float = 10.0,
            detach: bool = False,
+           status: bool | None = None,
            dashboard_port: int | None = None) -> Controller | list[Controller]:
     """Launches a program (or several) and returns its controller (or a list of them).
 
@@ -242,6 +248,8 @@ def launch(programs: Program | Sequence[Program],
         under ray: a detached actor) and return at once a controller whose `run_id`
         `lp.attach(run_id)` reconnects to later; the program outlives the launching process.
         Local launch types refuse it.
+      status: local launch types: a live table of the nodes in the launching terminal
+        (None: --lp_status); off when the output is not a terminal (live_status.py).
       dashboard_port: serve the program's web dashboard (its graph, nodes, failures, logs,
         RPC metrics) and Prometheus' /metrics on this port of 127.0.0.1, from the launching
         process, until the program stops; the URL to open, with the token every request
@@ -258,6 +266,11 @@ def launch(programs: Program | Sequence[Program],
     checked = [_check_program(p) for p in ([programs] if single else list(programs))]
     launch_type = _launch_type(launch_type)
     launcher = _module(_LAUNCHERS[launch_type])
+    show_status = live_status.wanted(
+        bool(_flag_value("lp_status") if status is None else status)
+        and launch_type in (LaunchType.LOCAL_MULTI_THREADING, LaunchType.LOCAL_MULTI_PROCESSING))
+    if show_status and terminal is None and launch_type is LaunchType.LOCAL_MULTI_PROCESSING:
+        terminal = terminals.OUTPUT_TO_FILES  # the table owns the terminal
     _ignore_xm_resources(xm_resources, launch_type)
     options = {"test_case": test_case, "serialize_py_nodes": serialize_py_nodes,
                "local_resources": local_resources, "terminal": terminal,
@@ -312,6 +325,8 @@ def launch(programs: Program | Sequence[Program],
                 controller.wait()
             raise
         controllers.append(controller)
+        if show_status:
+            live_status.start(controller)
         _at_interpreter_exit(controller, launch_type, test_case)
     return controllers[0] if single else controllers
 

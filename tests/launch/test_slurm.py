@@ -299,9 +299,15 @@ def test_a_detached_program_outlives_its_launcher_and_another_process_attaches_a
     controller = lp.attach(run_id, run_dir=str(tmp_path))
     assert controller.program_name == "left-running"
     assert controller.exit_codes() == {"worker/0": None}  # asked of the running controller
+    status = controller.status()
+    assert (status.program, status.launch_type, status.state) == ("left-running", "slurm",
+                                                                  "running")
+    [worker] = status.nodes
+    assert worker.state == "running" and worker.host in slurm_cluster.host_addresses
     controller.stop()
     assert controller.wait(TIMEOUT)
     assert controller.exit_codes() == {"worker/0": 0}
+    assert controller.status() is None  # its controller has gone with it
     assert not _jobs_named("left-running")
 
 
