@@ -98,11 +98,14 @@ def record_ns() -> float:
 
 
 def _summary(rounds: list[dict[str, dict[str, float]]]) -> dict[str, Any]:
-    """Medians of each variant's figures over rounds, and the ratios on/off."""
-    medians = {variant: {key: round(statistics.median(r[variant][key] for r in rounds), 1)
-                         for key in rounds[0][variant]} for variant in VARIANTS}
+    """Medians of each variant's figures over rounds, their ratios on/off, and each round's
+    figures (how far apart rounds are says how much of a ratio is the machine's noise)."""
+    medians: dict[str, Any] = {
+        variant: {key: round(statistics.median(r[variant][key] for r in rounds), 1)
+                  for key in rounds[0][variant]} for variant in VARIANTS}
     medians["ratio_on_to_off"] = {key: round(medians["on"][key] / medians["off"][key], 3)
                                   for key in medians["on"]}
+    medians["each_round"] = rounds
     return medians
 
 

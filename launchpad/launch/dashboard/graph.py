@@ -1,9 +1,9 @@
 """The program's picture on the dashboard: its DOT source drawn as SVG by Graphviz's `dot`.
 
-Drawn once, when the page first asks: a program does not change while it runs. Without
-`dot` on the PATH (or when it fails) the page shows the DOT source as text, which lists the
-nodes and the edges between them; a program that cannot describe itself as DOT is shown as
-its groups and their nodes.
+Drawn once, when the page first asks: a program does not change while it runs. `dot` is run
+as it is (Debian's graphviz), so the picture needs no Python package; without it on the PATH
+(or when it fails) the page shows the DOT source as text, which lists the nodes and the
+edges between them.
 """
 
 from __future__ import annotations
@@ -44,12 +44,7 @@ class Graph:
 
 
 def _draw(program: Program) -> Picture:
-    to_dot = getattr(program, "to_dot", None)
-    if to_dot is None:
-        return Picture(None, "\n".join(
-            f"{label}: {', '.join(f'{label}/{i}' for i in range(len(nodes)))}"
-            for label, nodes in program.groups.items()))
-    source = to_dot()
+    source = program.to_dot()
     dot = shutil.which("dot")
     if dot is None:
         return Picture(None, source)

@@ -135,7 +135,7 @@ class Dashboard:
         name = query.get("node", [""])[-1]
         if name not in {node.name for node in self._controller.status().nodes}:
             return 404, json.dumps({"error": f"no node {name!r}"}).encode(), _JSON
-        text = views.log_tail(self._controller.log_dir, name)
+        text = views.log_tail(self._controller, name)
         return 200, json.dumps({"node": name, "text": text or "",
                                 "kept": text is not None}).encode(), _JSON
 

@@ -15,6 +15,7 @@ import time
 
 from launchpad import telemetry
 from launchpad.launch import terminals
+from launchpad.launch.controller import Controller
 
 LOG_TAIL_BYTES = 64 * 1024  # how much of the end of a node's log the page shows
 
@@ -29,14 +30,16 @@ def status_json(status: telemetry.ProgramStatus) -> bytes:
     return json.dumps(data).encode()
 
 
-def log_tail(log_dir: str | None, name: str, max_bytes: int = LOG_TAIL_BYTES) -> str | None:
+def log_tail(controller: Controller, name: str,
+             max_bytes: int = LOG_TAIL_BYTES) -> str | None:
     """The last `max_bytes` (whole lines) of node `name`'s log ('label/index'), or None
-    where the launch keeps no logs: local_mp keeps them in `controller.log_dir` under
-    terminal='output_to_files' (terminals.py); '' for a node that has written nothing."""
-    if log_dir is None:
+    where the launch keeps no logs; '' for a node that has written nothing. Read from
+    `controller.log_dir`'s files (local_mp under terminal='output_to_files', and Slurm
+    launches, keep them there: terminals.py)."""
+    if controller.log_dir is None:
         return None
     try:
-        with open(terminals.log_path(log_dir, name), "rb") as log:
+        with open(terminals.log_path(controller.log_dir, name), "rb") as log:
             size = log.seek(0, os.SEEK_END)
             log.seek(max(0, size - max_bytes))
             tail = log.read(max_bytes)
