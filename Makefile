@@ -17,10 +17,12 @@ PIP_FLAGS := --quiet --disable-pip-version-check
 # `tensorflow` extra there) and the `examples` extra on the newest grpcio/protobuf, but no
 # Reverb (none exists for it), so both ends of the supported range are tested.
 
-.PHONY: demo test test-core313 test-acme system-packages lint bench clean
+.PHONY: demo test test-main other-venvs test-core313 test-acme system-packages lint bench clean
 
 # System packages the tests use, installed when missing: tmux (for the tmux_session terminal);
-# Slurm, munge and iproute2 (for the Slurm cluster on network namespaces of tests/cluster).
+# Slurm, munge and iproute2 (for the Slurm cluster on network namespaces of tests/cluster);
+# graphviz (its `dot` draws the pictures of programs: tests/test_dot.py, tests/test_cli_graph.py);
+# chromium and chromium-driver (the dashboard's page is tested in a headless Chromium).
 system-packages:
 	@PATH="$$PATH:/usr/sbin:/sbin"; pkgs=""; \
 	command -v tmux >/dev/null || pkgs="$$pkgs tmux"; \
@@ -29,6 +31,9 @@ system-packages:
 	command -v sbatch >/dev/null || pkgs="$$pkgs slurm-client"; \
 	command -v munged >/dev/null || pkgs="$$pkgs munge"; \
 	command -v ip >/dev/null || pkgs="$$pkgs iproute2"; \
+	command -v dot >/dev/null || pkgs="$$pkgs graphviz"; \
+	command -v chromium >/dev/null || pkgs="$$pkgs chromium"; \
+	command -v chromedriver >/dev/null || pkgs="$$pkgs chromium-driver"; \
 	test -z "$$pkgs" || { apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$pkgs; }
 
@@ -58,11 +63,21 @@ $(VENV_ACME)/.installed: pyproject.toml tests/acme/requirements.txt
 demo: $(VENV)/.installed
 	$(VENV)/bin/python -m examples.d4pg.launch --lp_launch_type=local_mp --max_actor_steps=20000
 
+# The main suite runs while the other two venvs are made (pip unpacking wheels beside tests
+# that mostly wait on processes: minutes saved on two cores); they are made one after the
+# other, after the main venv, since each editable install writes the checkout's egg-info.
 test: system-packages $(VENV)/.installed
-	$(VENV)/bin/ruff check launchpad tests examples benchmarks
-	$(VENV)/bin/python -m pytest -q --durations=15 tests
+	$(MAKE) -j2 test-main other-venvs
 	$(MAKE) test-core313
 	$(MAKE) test-acme
+
+test-main: $(VENV)/.installed
+	$(VENV)/bin/ruff check launchpad tests examples benchmarks
+	$(VENV)/bin/python -m pytest -q --durations=15 tests
+
+other-venvs: $(VENV)/.installed
+	$(MAKE) $(VENV_ACME)/.installed
+	@if [ -n "$(PY313)" ]; then $(MAKE) $(VENV313)/.installed; fi
 
 # The suite once more on Python 3.13 with the newest grpcio/protobuf and TensorFlow, when 3.13
 # exists (the replicator, ReplicatedNode and TensorFlow examples on Keras 3; Reverb's tests
@@ -71,12 +86,14 @@ test: system-packages $(VENV)/.installed
 # the gRPC transport's use of grpcio's Cython layer is tested on the newest grpcio. The tests
 # of real cluster engines (marked slurm, ray, kubernetes: daemons, pods in namespaces) run in
 # the main venv only: their launchers' code is the same on every Python, and running them
-# twice would take make test past 25 minutes now that the 3.13 run has TensorFlow's tests.
+# twice would take make test past 25 minutes now that the 3.13 run has TensorFlow's tests;
+# so do the examples' longer runs (marked long_example: the same trainer's modes are tested
+# here by tests/launch/test_replicated.py).
 test-core313:
 	@if [ -n "$(PY313)" ]; then \
 	  $(MAKE) $(VENV313)/.installed && \
 	  LAUNCHPAD_COURIER_TRANSPORT=grpc $(VENV313)/bin/python -m pytest -q --durations=15 \
-	    -m "not slurm and not ray and not kubernetes" tests; \
+	    -m "not slurm and not ray and not kubernetes and not long_example" tests; \
 	else echo "Python 3.13 not found: skipping the 3.13 run"; fi
 
 # Acme's own Launchpad tests and distributed agents (tests/acme/test_acme.py). Acme's
@@ -89,7 +106,8 @@ bench: system-packages $(VENV)/.installed
 	$(VENV)/bin/python -m benchmarks.launch
 	$(VENV)/bin/python -m benchmarks.reverb_node
 	$(VENV)/bin/python -m benchmarks.replicator
+	$(VENV)/bin/python -m benchmarks.telemetry_overhead
 	$(VENV)/bin/python -m benchmarks.launch_slurm  # as root: it starts its own Slurm
 
 clean:
-	rm -rf $(VENV) $(VENV313) $(VENV_ACME) *.egg-info
+	rm -rf $(VENV) $(VENV313) $(VENV_ACME) *.egg-info test-artifacts

@@ -1,10 +1,12 @@
 """Courier echo server for the courier benchmark.
 
-Run as `python -m benchmarks._courier_server [--host H] [--tls DIR]`: starts a
-`launchpad.courier.Server` on a free port of H (127.0.0.1 by default) serving
+Run as `python -m benchmarks._courier_server [--host H] [--tls DIR] [--no-metrics]`: starts
+a `launchpad.courier.Server` on a free port of H (127.0.0.1 by default) serving
 `benchmarks.rpc_program.Echo`, over TLS with the PEM files `ca.pem`, `cert.pem` and `key.pem`
-of DIR if given; prints the port on one stdout line, then serves until its stdin is closed (so
-it exits with its parent, even one that was killed).
+of DIR if given, without counting its calls with `--no-metrics` (telemetry_overhead.py's
+baseline: courier/metrics.py's recording replaced by a no-op); prints the port on one
+stdout line, then serves until its stdin is closed (so it exits with its parent, even one
+that was killed).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import sys
 
 from benchmarks.rpc_program import Echo
 from launchpad import courier
+from launchpad.courier import metrics
 
 
 def tls_from(directory: str | None) -> courier.TLS | None:
@@ -29,7 +32,10 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--tls", default=None)
+    parser.add_argument("--no-metrics", action="store_true")
     args = parser.parse_args()
+    if args.no_metrics:
+        metrics.CallMetrics.record = lambda self, method, secs, failed: None
     server = courier.Server(Echo(), host=args.host, tls=tls_from(args.tls))
     server.start()
     print(server.port, flush=True)

@@ -45,6 +45,7 @@ from launchpad.nodes.python import PyClassNode, PyNode
 from launchpad.nodes.replicated import ReplicatedNode
 from launchpad.nodes.reverb import ReverbNode
 from launchpad.program import Program, RestartPolicy, make_program
+from launchpad.render import render_program
 from launchpad.stopping import (
     register_stop_handler,
     stop,
@@ -55,7 +56,7 @@ from launchpad.stopping import (
 
 __all__ = [
     # Graph
-    "Program", "RestartPolicy", "make_program",
+    "Program", "RestartPolicy", "make_program", "render_program",
     # Nodes and handles
     "Node", "Handle", "PyNode", "PyClassNode", "CourierNode", "Deferred",
     "MultiThreadingColocation", "MultiProcessingColocation", "ColocationError", "ReverbNode",

@@ -12,6 +12,8 @@ import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
+from launchpad import dot
+
 
 class GraphNode(abc.ABC):
     """What a program needs of a node. `nodes.base.Node` is its one implementation; it is
@@ -39,6 +41,27 @@ class GraphNode(abc.ABC):
     @abc.abstractmethod
     def default_label(self) -> str:
         """The group label `make_program` uses for this node."""
+
+    # What a picture of the program (launchpad/dot.py) shows of the node.
+
+    @abc.abstractmethod
+    def callees(self) -> list[GraphNode]:
+        """The nodes whose handles this node's code receives (the nodes it calls), each once,
+        in the order its arguments hold them."""
+
+    @abc.abstractmethod
+    def inner_nodes(self) -> list[GraphNode]:
+        """The nodes this one runs inside itself (a colocation's), not added to the program
+        themselves."""
+
+    @abc.abstractmethod
+    def kind(self) -> str:
+        """The node's type as the user wrote it (e.g. "CourierNode")."""
+
+    @abc.abstractmethod
+    def runs(self) -> str:
+        """What the node runs, in a few words (a function or class name; "" if nothing more
+        than its kind can be said)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,6 +175,13 @@ class Program:
 
     def get_all_nodes(self) -> list[GraphNode]:
         return [node for nodes in self._groups.values() for node in nodes]
+
+    def to_dot(self, *, collapse_at: int | None = 3, legend: bool = True) -> str:
+        """The program's picture as Graphviz DOT source: groups as clusters, nodes shaped by
+        type, an edge from each node to every node whose handle it holds, colocations nested,
+        and `collapse_at` or more identical nodes of a group drawn as one (launchpad/dot.py
+        says what the picture shows). `lp.render_program` draws it as SVG or PNG."""
+        return dot.to_dot(self, collapse_at=collapse_at, legend=legend)
 
     def __repr__(self) -> str:
         sizes = ", ".join(f"{label}: {len(nodes)}" for label, nodes in self._groups.items())

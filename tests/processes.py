@@ -18,8 +18,8 @@ from collections.abc import Mapping, Sequence
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def live_descendants() -> set[int]:
-    """Pids of this process's live (not zombie) descendants."""
+def live_descendants(root: int | None = None) -> set[int]:
+    """Pids of the live (not zombie) descendants of process `root` (default: this one)."""
     children: dict[int, list[int]] = {}
     states = {}
     for entry in os.listdir("/proc"):
@@ -33,7 +33,7 @@ def live_descendants() -> set[int]:
         fields = stat.rsplit(")", 1)[1].split()
         children.setdefault(int(fields[1]), []).append(int(entry))
         states[int(entry)] = fields[0]
-    found, todo = set(), [os.getpid()]
+    found, todo = set(), [os.getpid() if root is None else root]
     while todo:
         for child in children.get(todo.pop(), []):
             if child not in found:

@@ -17,10 +17,21 @@ def _run(code: str) -> str:
 
 def test_import_launchpad_imports_no_extra_and_parses_no_flags():
     out = _run("import sys, launchpad; from absl import flags; "
-               "print([m for m in ('tensorflow', 'reverb', 'ray', 'kubernetes', 'numpy') "
+               "print([m for m in ('tensorflow', 'reverb', 'ray', 'kubernetes', 'numpy', "
+               "'graphviz', 'prometheus_client', 'selenium', 'http.server', "
+               "'launchpad.launch.dashboard') "
                "if m in sys.modules], "
                "flags.FLAGS.is_parsed())")
     assert out == "[] False"
+
+
+def test_a_launch_without_a_dashboard_imports_none_of_it():
+    out = _run("import sys, launchpad as lp; p = lp.Program('p'); "
+               "p.add_node(lp.PyNode(print), 'node'); "
+               "lp.launch(p, launch_type='local_mt').wait(); "
+               "print([m for m in sys.modules if m.startswith('launchpad.launch.dashboard') "
+               "or m in ('prometheus_client', 'http.server')])")
+    assert out.splitlines()[-1] == "[]"
 
 
 def test_every_public_name_is_exported_once_and_exists():
@@ -83,8 +94,9 @@ def _module_level_imports(path: pathlib.Path) -> set[str]:
     return {m for m in found if m.startswith("launchpad")}
 
 
-def test_the_graph_the_context_and_the_protocol_import_neither_nodes_nor_launchers():
-    for name in ("program.py", "context.py", "address.py", "stopping.py", "control.py"):
+def test_the_graph_its_pictures_the_context_and_the_protocol_import_neither_nodes_nor_launchers():
+    for name in ("program.py", "context.py", "address.py", "stopping.py", "control.py",
+                 "dot.py", "render.py"):
         imports = _module_level_imports(PACKAGE / name)
         above = {m for m in imports if m.startswith(("launchpad.nodes", "launchpad.launch"))}
         assert not above, f"{name} imports {above}"

@@ -82,8 +82,13 @@ def environment_spec() -> Spec:
                 action_size=env.action_space.shape[0])
 
 
-def make_program(config: D4PGConfig, output_dir: str | None = None) -> lp.Program:
-    """The agent as a program; its counter writes the curve into `output_dir` (if given)."""
+def make_program(config: D4PGConfig | None = None, output_dir: str | None = None,
+                 **settings) -> lp.Program:
+    """The agent as a program; its counter writes the curve into `output_dir` (if given).
+
+    `config` (default: D4PGConfig()) with `settings` replacing its fields, so that
+    `launchpad graph examples.d4pg.launch:make_program --arg num_actors=8` draws it."""
+    config = dataclasses.replace(config or D4PGConfig(), **settings)
     config.check()
     spec = environment_spec()
     program = lp.Program("d4pg")

@@ -73,6 +73,7 @@ class Controller:
                 f"termination_notice_secs must be >= 0, got {termination_notice_secs}")
         if liveness_timeout_secs <= 0:
             raise ValueError(f"liveness_timeout_secs must be > 0, got {liveness_timeout_secs}")
+        self.program = program  # what was launched: a description (the dashboard draws it)
         self.program_name = program.name
         self._grace = termination_notice_secs
         self.liveness_timeout_secs = liveness_timeout_secs
@@ -107,6 +108,8 @@ class Controller:
         self.launch_type = ""
         self.run_id = ""
         self.started_at = time.time()
+        # The dashboard's address, with its token, when the launch serves one.
+        self.dashboard_url: str | None = None
         self._finished = threading.Event()
         # Starts the processes of MultiProcessingColocation nodes run as threads here.
         self._process_starter = process.ChildProcessStarter(termination_notice_secs,

@@ -15,6 +15,10 @@ class KubernetesError(LaunchError):
     """The Kubernetes API refused or lost part of the program's launch."""
 
 
+class DashboardError(LaunchError):
+    """A launch's dashboard could not be served (its port is taken)."""
+
+
 class NodeFailedError(LaunchError):
     """A node of the program failed; raised by `controller.wait()`.
 

@@ -278,6 +278,17 @@ class KubernetesController(RemoteController):
                 (job.status.failed or 0) - (_ended(job) == "Failed")
                 for job in jobs if job.status and job.status.failed}
 
+    def status(self) -> None:
+        """Not from outside the cluster: the controller answers only inside it.
+
+        Raises:
+          LaunchError: always, saying how to reach it.
+        """
+        raise errors.LaunchError(
+            f"The status of Kubernetes launch {self.run_id} cannot be read from outside its "
+            "cluster: its controller answers only on the cluster's network; its pods are "
+            f"`kubectl get pods -n {self.namespace} -l {self._selector}`")
+
 
 def _ended(job: Any) -> str:
     """'Complete' or 'Failed' once the Job has that condition; '' while it runs."""

@@ -176,6 +176,7 @@ def run(path: str) -> int:
         liveness_timeout_secs=launch_spec.liveness_timeout_secs, host="0.0.0.0",
         port=launch_spec.port, token=token, advertised_host=launch_spec.service_host,
         tls=tls)
+    controller.launch_type = "kubernetes"
 
     def on_sigterm(*_: Any) -> None:
         threading.Thread(target=controller.stop, daemon=True, args=(

@@ -123,6 +123,11 @@ def _define_flags(flag_values: flags.FlagValues) -> None:
                         "auto), when lp.launch() is given no ray=lp.RaySettings(...); default "
                         "$RAY_ADDRESS, else a Ray started for the launch",
                         flag_values=flag_values)
+    flags.DEFINE_integer("lp_dashboard_port", None,
+                         "Serve the program's web dashboard and /metrics on this port of "
+                         "127.0.0.1 (its URL, with a token, is printed at launch), when "
+                         "lp.launch() is given no dashboard_port; 0 or unset: none",
+                         flag_values=flag_values)
 
 
 # Defining is not parsing: the flags exist so that `app.run` accepts them on the command line.
@@ -204,7 +209,8 @@ def launch(programs: Program | Sequence[Program],
            tls: TLS | bool | None = None,
            liveness_timeout_secs: float = 10.0,
            detach: bool = False,
-           status: bool | None = None) -> Controller | list[Controller]:
+           status: bool | None = None,
+           dashboard_port: int | None = None) -> Controller | list[Controller]:
     """Launches a program (or several) and returns its controller (or a list of them).
 
     Args:
@@ -244,6 +250,11 @@ def launch(programs: Program | Sequence[Program],
         Local launch types refuse it.
       status: local launch types: a live table of the nodes in the launching terminal
         (None: --lp_status); off when the output is not a terminal (live_status.py).
+      dashboard_port: serve the program's web dashboard (its graph, nodes, failures, logs,
+        RPC metrics) and Prometheus' /metrics on this port of 127.0.0.1, from the launching
+        process, until the program stops; the URL to open, with the token every request
+        needs, is printed and kept as `controller.dashboard_url` (needs the `dashboard`
+        extra). None reads --lp_dashboard_port; 0: no dashboard.
 
     When the launching script returns while a local_mt or local_mp program still runs, the
     interpreter's exit waits for the program to stop, as in Launchpad (see at_exit.py).
@@ -279,6 +290,7 @@ def launch(programs: Program | Sequence[Program],
     for program in checked:
         _check_local_resources(program, local_resources)
         resources_lib.per_group(list(program.groups), program.name, resources)
+    dashboard = _dashboard_port(dashboard_port, len(checked), detach)
     tls = _tls(tls)
     if detach:
         host = ""  # the controller is made inside the cluster, where it runs
@@ -303,6 +315,9 @@ def launch(programs: Program | Sequence[Program],
         context.link_launch(program, controller.launcher_context)
         interrupts.watch(controller)
         try:
+            if dashboard is not None:  # before any node starts: a port taken fails the launch
+                from launchpad.launch.dashboard import server as dashboard_server
+                dashboard_server.serve(controller, *dashboard)
             launcher.launch(program, controller, **options)
         except BaseException:
             controller.kill()  # whatever had started ends; the error is the caller's
@@ -332,6 +347,26 @@ def _record(controller: Controller) -> None:
     except (OSError, LaunchError) as e:
         logging.warning("launchpad: run of %s not recorded (launchpad ls will not list it): "
                         "%s", controller.program_name, e)
+
+
+def _dashboard_port(port: int | None, programs: int, detach: bool) -> tuple[int, str] | None:
+    """The dashboard's port and what asked for it (for errors), or None for no dashboard."""
+    origin = f"dashboard_port={port!r}"
+    if port is None:
+        port = _flag_value("lp_dashboard_port")
+        origin = f"--lp_dashboard_port={port}"
+    if not port:
+        return None
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+        raise ValueError(f"{origin}: a dashboard port must be an int in 1..65535 "
+                         "(0 or None: no dashboard)")
+    if programs > 1:
+        raise ValueError(f"{origin}: a dashboard shows one program; launch {programs} "
+                         "programs with one each, separately")
+    if detach:
+        raise ValueError(f"{origin}: the dashboard is served by the controller's process, "
+                         "which a detached launch puts in the cluster")
+    return port, origin
 
 
 def _tls(tls: TLS | bool | None) -> TLS | None:

@@ -34,7 +34,7 @@ from typing import Any
 
 import cloudpickle
 
-from launchpad import address, control
+from launchpad import address, control, telemetry
 from launchpad.courier.tls import TLS
 from launchpad.launch import errors, private_files, ray_connection, ray_launcher, run_records
 from launchpad.launch.controller import Controller
@@ -216,6 +216,9 @@ class RayRemoteController(RemoteController):
         if self._outcome is not None:
             return self._outcome[3]
         return self._ask("restarts") or self._read_outcome(0)[3]
+
+    def status(self) -> telemetry.ProgramStatus | None:
+        return None if self._outcome is not None else self._ask("status")
 
     def _on_cluster(self, call: Any) -> Any:
         """`call(ray, actor)` connected to the run's cluster (the connection made for it)."""

@@ -3,14 +3,15 @@
 A detached Slurm run, a detached Ray run and a Kubernetes launch each have their own proxy
 (slurm_detached.py, ray_detached.py, kubernetes.py), returned by `lp.launch(...,
 detach=True)` and `lp.attach(run_id)`. They answer as `lp.Controller` does - `wait()`,
-`stop()`, `kill()`, `exit_codes()`, `restarts()`, `stop_and_wait()`, `with` - and name their
-run with `run_id`; this base holds what they share.
+`stop()`, `kill()`, `exit_codes()`, `restarts()`, `status()`, `stop_and_wait()`, `with` -
+and name their run with `run_id`; this base holds what they share.
 """
 
 from __future__ import annotations
 
 import abc
 
+from launchpad import telemetry
 from launchpad.launch import errors
 
 
@@ -47,6 +48,11 @@ class RemoteController(abc.ABC):
     @abc.abstractmethod
     def restarts(self) -> dict[str, int]:
         """'label/index' -> how many times the node was restarted by its group's policy."""
+
+    @abc.abstractmethod
+    def status(self) -> telemetry.ProgramStatus | None:
+        """Every node of the program now, as its controller sees it (telemetry.py); None
+        while its controller cannot be reached (not started yet, or ended)."""
 
     def stop_and_wait(self) -> bool:
         self.stop()

@@ -31,7 +31,7 @@ from typing import Any
 
 import cloudpickle
 
-from launchpad import address, control
+from launchpad import address, control, telemetry
 from launchpad.courier.tls import TLS
 from launchpad.launch import errors, private_files, run_records, slurm
 from launchpad.launch import resources as resources_lib
@@ -126,8 +126,9 @@ def run_controller(path: str) -> int:
         program, termination_notice_secs=launch_spec.termination_notice_secs,
         liveness_timeout_secs=launch_spec.liveness_timeout_secs,
         host=address.routed_host(slurm.slurmctld_address()), tls=launch_spec.tls)
+    controller.launch_type = "slurm"
     run_dir = os.path.dirname(path)
-    controller.launch_type, controller.run_id = "slurm", os.path.basename(run_dir)
+    controller.run_id = os.path.basename(run_dir)
     # This job: it ends when this batch step does, so the program's end need not cancel it.
     job = slurm.SlurmJob(os.environ["SLURM_JOB_ID"], slurm.components_of(program, needs),
                          running=True, ends_with_this_process=True)
@@ -198,6 +199,14 @@ class SlurmRemoteController(RemoteController):
         """'label/index' -> how many times the node was restarted by its group's policy."""
         outcome = self._read("outcome")
         return outcome[3] if outcome is not None else self._ask("restarts") or {}
+
+    def status(self) -> telemetry.ProgramStatus | None:
+        if self._read("outcome") is not None:
+            return None  # it has ended
+        try:
+            return self._ask("status")
+        except Exception:  # noqa: BLE001 - it ended as we asked: its controller is gone
+            return None
 
     def kill(self) -> None:
         """Ends the job at once (`wait()` then returns True)."""

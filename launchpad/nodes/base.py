@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -131,7 +132,34 @@ class Node(GraphNode):
 
     def all_nodes(self) -> list["Node"]:
         """This node and the nodes it runs inside it (a colocation's), depth first."""
-        return [self]
+        return [self] + [deeper for inner in self.inner_nodes() for deeper in inner.all_nodes()]
+
+    def inner_nodes(self) -> list["Node"]:
+        return []
+
+    def arguments(self) -> Any:
+        """What the node's code receives (as `dereference_all` walks it): its handles are the
+        nodes it calls."""
+        return ()
+
+    def callees(self) -> list["Node"]:
+        found: list[Node] = []
+        for handle in handles_in(self.arguments()):
+            node = handle._node
+            if node is not None and not any(node is seen for seen in found):
+                found.append(node)
+        return found
+
+    def kind(self) -> str:
+        """The launchpad node type this node is (a user's subclass of CourierNode is a
+        CourierNode)."""
+        for cls in type(self).__mro__:
+            if cls.__module__.startswith("launchpad.nodes.") and not cls.__name__.startswith("_"):
+                return cls.__name__
+        return type(self).__name__
+
+    def runs(self) -> str:
+        return ""
 
     def allocate_address(self, name: str) -> Address:
         """Reserves a named address for this node (a port it serves on besides courier)."""
@@ -211,25 +239,53 @@ class Deferred:
         return f"Deferred({getattr(self._ctor, '__qualname__', self._ctor)!r})"
 
 
+def name_of(function: Any) -> str:
+    """The name of a function or class (of the function a functools.partial calls)."""
+    while isinstance(function, functools.partial):
+        function = function.func
+    return getattr(function, "__name__", type(function).__name__)
+
+
 def dereference_all(value: Any) -> Any:
     """Returns `value` with every handle replaced by its client and every Deferred built."""
-    if isinstance(value, Handle):
-        return value.dereference()
-    if isinstance(value, Deferred):
-        return value.build()
+    return _rebuild(value, lambda leaf: leaf.dereference() if isinstance(leaf, Handle)
+                    else leaf.build())
+
+
+def handles_in(value: Any) -> list[Handle]:
+    """Every handle `dereference_all(value)` would turn into a client (also those in the
+    arguments of a Deferred), in order."""
+    found: list[Handle] = []
+
+    def collect(leaf: Handle | Deferred) -> Any:
+        if isinstance(leaf, Handle):
+            found.append(leaf)
+        else:
+            found.extend(handles_in((leaf._args, leaf._kwargs)))
+        return leaf
+
+    _rebuild(value, collect)
+    return found
+
+
+def _rebuild(value: Any, leaf: Callable[[Handle | Deferred], Any]) -> Any:
+    """`value` with `leaf(x)` for each handle or Deferred x in it, in lists, tuples,
+    namedtuples, sets, dicts (values) and dataclasses (their init fields)."""
+    if isinstance(value, (Handle, Deferred)):
+        return leaf(value)
     if isinstance(value, tuple) and hasattr(value, "_fields"):
-        return type(value)(*(dereference_all(v) for v in value))
+        return type(value)(*(_rebuild(v, leaf) for v in value))
     if isinstance(value, (list, tuple, set, frozenset)):
-        return type(value)(dereference_all(v) for v in value)
+        return type(value)(_rebuild(v, leaf) for v in value)
     if isinstance(value, dict):
-        rebuilt = {k: dereference_all(v) for k, v in value.items()}
+        rebuilt = {k: _rebuild(v, leaf) for k, v in value.items()}
         if type(value) is dict:
             return rebuilt
         copy = value.copy()  # keeps OrderedDict / defaultdict and their settings
         copy.update(rebuilt)
         return copy
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        changes = {f.name: dereference_all(getattr(value, f.name))
+        changes = {f.name: _rebuild(getattr(value, f.name), leaf)
                    for f in dataclasses.fields(value) if f.init}
         if all(changes[k] is getattr(value, k) for k in changes):
             return value

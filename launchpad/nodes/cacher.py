@@ -102,6 +102,10 @@ class CacherNode(courier.CourierNode):
                              f"refresh_interval_ms={refresh_interval_ms}: every result would "
                              "go stale before its refresh")
         super().__init__(_Cache, source, refresh_interval_ms, stale_after_ms, **courier_kwargs)
+        self._refresh_interval_ms = refresh_interval_ms
 
     def default_label(self) -> str:
         return "cacher"
+
+    def runs(self) -> str:
+        return f"refreshed every {self._refresh_interval_ms:g} ms"

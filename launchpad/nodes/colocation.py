@@ -57,8 +57,8 @@ class _Colocation(base.Node):
         for i, node in enumerate(self._nodes):
             node.bind_to_program(program, f"{label}/{index}", i)
 
-    def all_nodes(self) -> list[base.Node]:
-        return [self] + [inner for node in self._nodes for inner in node.all_nodes()]
+    def inner_nodes(self) -> list[base.Node]:
+        return list(self._nodes)
 
     def create_handle(self) -> base.Handle:
         return base.UnservedHandle(self)

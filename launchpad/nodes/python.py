@@ -29,6 +29,12 @@ class PyNode(base.Node):
     def default_label(self) -> str:
         return getattr(self._fn, "__name__", type(self._fn).__name__)
 
+    def arguments(self) -> Any:
+        return self._args, self._kwargs
+
+    def runs(self) -> str:
+        return base.name_of(self._fn)
+
     def execute(self) -> None:
         self._fn(*base.dereference_all(self._args), **base.dereference_all(self._kwargs))
 
@@ -67,6 +73,12 @@ class PyClassNode(base.Node):
 
     def default_label(self) -> str:
         return getattr(self._cls, "__name__", type(self._cls).__name__)
+
+    def arguments(self) -> Any:
+        return self._args, self._kwargs
+
+    def runs(self) -> str:
+        return base.name_of(self._cls)
 
     def build(self) -> Any:
         """Constructs the node's object in the current process."""

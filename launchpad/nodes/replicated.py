@@ -79,6 +79,20 @@ class _Plan:
     def is_cluster(self) -> bool:
         return len(self.roles) > 1
 
+    def arguments(self, role_index: int) -> Any:
+        """What task `role_index` receives: the trainer's arguments where it builds the
+        trainer (every sync worker, the async chief); nothing where it only serves TF."""
+        builds = self.mode == "sync" or self.roles[role_index][0] == "chief"
+        return (self.args, self.kwargs) if builds else ()
+
+    def runs(self, role_index: int) -> str:
+        name = base.name_of(self.cls)
+        if not self.is_cluster:
+            return name
+        task_type = self.roles[role_index][0]
+        chief = self.mode == "sync" and role_index == 0
+        return f"{name} ({task_type}, chief)" if chief else f"{name} ({task_type})"
+
 
 class ReplicatedNode(base.Node):
     """A trainer, `cls(replicator, *args, **kwargs)`, replicated over devices and workers.
@@ -141,6 +155,12 @@ class ReplicatedNode(base.Node):
     def default_label(self) -> str:
         return "trainer"
 
+    def arguments(self) -> Any:
+        return self._plan.arguments(0)
+
+    def runs(self) -> str:
+        return self._plan.runs(0)
+
     def needs_own_process(self) -> str | None:
         return _own_process_reason(self._plan)
 
@@ -164,6 +184,15 @@ class _ReplicaTask(base.Node):
 
     def default_label(self) -> str:
         return "trainer"
+
+    def arguments(self) -> Any:
+        return self._plan.arguments(self._role_index)
+
+    def kind(self) -> str:
+        return "ReplicatedNode"
+
+    def runs(self) -> str:
+        return self._plan.runs(self._role_index)
 
     def needs_own_process(self) -> str | None:
         return _own_process_reason(self._plan)

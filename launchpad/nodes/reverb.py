@@ -104,6 +104,9 @@ class ReverbNode(base.Node):
     def default_label(self) -> str:
         return "replay"
 
+    def runs(self) -> str:
+        return base.name_of(self._priority_tables_fn)
+
     def execute(self) -> None:
         reverb = _import_reverb()
         node = context.current()

@@ -92,8 +92,10 @@ def test_logs_of_a_local_mt_node_say_where_its_output_goes(launch_here):
     ("tests.cli.programs:not_a_program", "tests.cli.programs:not_a_program() returned int, "
                                          "not a Program"),
     ("tests.cli.programs:absent", "module tests.cli.programs has no function 'absent'"),
-    ("tests.cli.nowhere:make", "cannot import module tests.cli.nowhere "
-                               "(ModuleNotFoundError: No module named 'tests.cli.nowhere')"),
+    ("tests.cli.nowhere:make", "cannot import tests.cli.nowhere: No module named "
+                               "'tests.cli.nowhere'"),
+    ("tests.cli.unimportable:make", "cannot import tests.cli.unimportable: RuntimeError: "
+                                    "this module refuses to be imported"),
 ])
 def test_a_program_function_that_fails(target, message, tmp_path):
     result = cli("kubernetes-manifests", target, "-o", str(tmp_path / "out"), "--image", "x")

@@ -22,13 +22,15 @@ FINAL_ACCURACY = re.compile(rf"driver: test accuracy (\d\.\d+) on {TEST_IMAGES} 
 @needs_tensorflow
 @pytest.mark.parametrize("launch_type, args, steps, replicator", [
     ("local_mt", [], 40, "one_device, 1 replica(s)"),
-    ("local_mp", ["--devices=2"], 40, "local_devices, 2 replica(s)"),
-    ("local_mp", ["--num_workers=2"], 40, "sync_workers, 2 replica(s)"),
+    pytest.param("local_mp", ["--devices=2"], 40, "local_devices, 2 replica(s)",
+                 marks=pytest.mark.long_example),
+    pytest.param("local_mp", ["--num_workers=2"], 40, "sync_workers, 2 replica(s)",
+                 marks=pytest.mark.long_example),
     # Async SGD applies stale gradients: momentum 0.9 at the default rate can make the loss
     # climb for tens of steps; a third of it falls steadily, though under Keras 3 it can
     # stay near its start for 60 steps before it does.
-    ("local_mp", ["--num_workers=2", "--mode=async", "--learning_rate=0.01"], 100,
-     "async_parameter_servers"),
+    pytest.param("local_mp", ["--num_workers=2", "--mode=async", "--learning_rate=0.01"], 100,
+                 "async_parameter_servers", marks=pytest.mark.long_example),
 ], ids=["one_device", "two_devices", "two_sync_workers", "async"])
 def test_resnet_learns_in_every_mode(launch_type: str, args: list[str], steps: int,
                                      replicator: str):
@@ -46,6 +48,7 @@ def test_resnet_learns_in_every_mode(launch_type: str, args: list[str], steps: i
 
 
 @needs_tensorflow
+@pytest.mark.long_example
 def test_resnet_beats_chance_on_the_held_out_digits():
     """After 120 steps (under 3 passes over the training digits) the test accuracy is at least
     five times chance (0.1 for ten balanced classes); such runs measured 0.72-0.88."""

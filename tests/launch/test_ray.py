@@ -285,8 +285,10 @@ def test_killing_a_detached_program_ends_its_controller_and_nodes(
     program.add_node(lp.PyNode(_run_forever), label="worker")
     controller = lp.launch(program, launch_type="ray", detach=True)
     assert controller.exit_codes() == {"worker/0": None}
+    assert [node.name for node in controller.status().nodes] == ["worker/0"]
     controller.kill()
     assert controller.wait(TIMEOUT) and controller.stop_reason.startswith("killed")
+    assert controller.status() is None
     assert on_the_cluster.named_actors() == []  # and no_leaked_processes: the nodes' too
 
 

@@ -308,9 +308,15 @@ def test_a_detached_program_outlives_its_launcher_and_another_process_attaches_a
     assert status.startswith(f"left-running (slurm, run {run_id}): running"), status
     wait_until(lambda: cli("logs", "--run-dir", str(tmp_path), "worker").stdout
                == "worker running\n", what="the worker's log")
+    status = controller.status()
+    assert (status.program, status.launch_type, status.state) == ("left-running", "slurm",
+                                                                  "running")
+    [worker] = status.nodes
+    assert worker.state == "running" and worker.host in slurm_cluster.host_addresses
     controller.stop()
     assert controller.wait(TIMEOUT)
     assert controller.exit_codes() == {"worker/0": 0}
+    assert controller.status() is None  # its controller has gone with it
     assert not _jobs_named("left-running")
 
 

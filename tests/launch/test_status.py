@@ -11,8 +11,9 @@ import launchpad as lp
 from launchpad import control, telemetry
 from launchpad.launch.node_book import NodeBook
 
-pytestmark = [pytest.mark.timeout(120),
-              pytest.mark.usefixtures("no_leaked_processes", "no_leaked_threads")]
+pytestmark = pytest.mark.timeout(120)
+# (The `launch` fixture has its own leak checks, taken after a cluster's daemons started.)
+leak_checked = pytest.mark.usefixtures("no_leaked_processes", "no_leaked_threads")
 CALLS = 25
 
 
@@ -67,6 +68,7 @@ def _calls_reported(nodes) -> bool:
     return "ping" in methods and methods["ping"].calls == CALLS and "fail" in methods
 
 
+@leak_checked
 @pytest.mark.parametrize("launch_type", ["local_mt", "local_mp"])
 def test_the_status_has_every_node_its_state_failure_and_calls(launch_type, tmp_path):
     marker = tmp_path / "calls-done"
@@ -112,6 +114,7 @@ def test_the_status_has_every_node_its_state_failure_and_calls(launch_type, tmp_
     assert controller.status().state == "stopped"
 
 
+@leak_checked
 def test_a_node_that_fails_for_good_is_failed_and_the_program_says_why():
     program = lp.Program("fails")
     program.add_node(lp.PyNode(crash), label="crasher")
@@ -127,6 +130,7 @@ def test_a_node_that_fails_for_good_is_failed_and_the_program_says_why():
     assert not failure.restarted
 
 
+@leak_checked
 def test_a_colocation_is_one_unit_and_names_what_it_holds():
     program = lp.Program("colocated")
     started = threading.Event()
@@ -164,3 +168,19 @@ def test_cpu_share_and_call_rates_come_from_the_last_two_samples():
     assert status.cpu_percent == pytest.approx(50.0)
     assert status.methods["m"].calls_per_sec == pytest.approx(10.0)
     assert (status.memory_bytes, status.addresses) == (6, {"n/0": "127.0.0.1:5"})
+
+
+def test_every_launch_type_reports_where_each_node_runs_and_its_calls(launch):
+    program = lp.Program("placed")
+    echo = program.add_node(lp.CourierNode(Echo), label="echo")
+    controller = launch(program)
+    client = echo.dereference()
+    for i in range(CALLS):
+        assert client.ping(i) == i
+    status = _wait_for(controller, lambda nodes: "ping" in nodes["echo/0"].methods
+                       and nodes["echo/0"].methods["ping"].calls == CALLS)
+    [node] = status.nodes
+    assert node.state == "running"
+    assert node.host == controller.hosts()["echo/0"]
+    assert node.pid == controller.node_pids()["echo/0"]
+    assert node.addresses["echo/0"].rsplit(":", 1)[0] == node.host

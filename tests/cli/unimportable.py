@@ -1,0 +1,3 @@
+"""A module whose import raises, for `launchpad kubernetes-manifests`'s error tests."""
+
+raise RuntimeError("this module refuses to be imported")
