@@ -28,6 +28,10 @@ def work(*args, **kwargs):
     return None
 
 
+def rest(*args, **kwargs):
+    return None
+
+
 Pair = collections.namedtuple("Pair", "left right")
 
 
@@ -302,10 +306,10 @@ def test_nodes_of_another_type_or_running_something_else_are_not_collapsed():
         for _ in range(3):
             program.add_node(lp.PyClassNode(work))
         for _ in range(3):
-            program.add_node(lp.PyNode(print))
+            program.add_node(lp.PyNode(rest))
     labels = sorted(n["label"] for name, n in _layout(program)["nodes"].items()
                     if name.startswith("mixed/"))
-    assert labels == ["mixed/0-2 ×3\\nwork", "mixed/3-5 ×3\\nwork", "mixed/6-8 ×3\\nprint"]
+    assert labels == ["mixed/0-2 ×3\\nwork", "mixed/3-5 ×3\\nwork", "mixed/6-8 ×3\\nrest"]
 
 
 # --- escaping ------------------------------------------------------------------------------
