@@ -242,7 +242,7 @@ class FilesTerminal(Terminal):
               file=sys.stderr, flush=True)  # stderr: a script's stdout stays its own
 
     def open(self, name: str) -> tuple[Stdio, bool]:
-        log = os.open(log_path(self._run_dir, name), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        log = os.open(log_path(self._run_dir, name), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         return (os.open(os.devnull, os.O_RDONLY), log, log), True
 
     def close(self) -> None:
