@@ -17,7 +17,7 @@ PIP_FLAGS := --quiet --disable-pip-version-check
 # `tensorflow` extra there) and the `examples` extra on the newest grpcio/protobuf, but no
 # Reverb (none exists for it), so both ends of the supported range are tested.
 
-.PHONY: demo test test-main other-venvs test-core313 test-acme system-packages lint bench clean
+.PHONY: demo test test-main test-core313 test-acme system-packages lint bench clean
 
 # System packages the tests use, installed when missing: tmux (for the tmux_session terminal);
 # Slurm, munge and iproute2 (for the Slurm cluster on network namespaces of tests/cluster);
@@ -63,21 +63,17 @@ $(VENV_ACME)/.installed: pyproject.toml tests/acme/requirements.txt
 demo: $(VENV)/.installed
 	$(VENV)/bin/python -m examples.d4pg.launch --lp_launch_type=local_mp --max_actor_steps=20000
 
-# The main suite runs while the other two venvs are made (pip unpacking wheels beside tests
-# that mostly wait on processes: minutes saved on two cores); they are made one after the
-# other, after the main venv, since each editable install writes the checkout's egg-info.
+# The Acme suite (its venv, then programs that mostly wait for TensorFlow and JAX to start)
+# runs beside the main suite (whose tests mostly wait on processes): minutes saved on two
+# cores. The venvs are made one at a time (each editable install writes the checkout's
+# egg-info): the main one first, Acme's beside the main suite, the 3.13 one after both.
 test: system-packages $(VENV)/.installed
-	$(MAKE) -j2 test-main other-venvs
+	$(MAKE) -j2 test-main test-acme
 	$(MAKE) test-core313
-	$(MAKE) test-acme
 
 test-main: $(VENV)/.installed
 	$(VENV)/bin/ruff check launchpad tests examples benchmarks
 	$(VENV)/bin/python -m pytest -q --durations=15 tests
-
-other-venvs: $(VENV)/.installed
-	$(MAKE) $(VENV_ACME)/.installed
-	@if [ -n "$(PY313)" ]; then $(MAKE) $(VENV313)/.installed; fi
 
 # The suite once more on Python 3.13 with the newest grpcio/protobuf and TensorFlow, when 3.13
 # exists (the replicator, ReplicatedNode and TensorFlow examples on Keras 3; Reverb's tests
@@ -89,11 +85,16 @@ other-venvs: $(VENV)/.installed
 # twice would take make test past 25 minutes now that the 3.13 run has TensorFlow's tests;
 # so do the examples' longer runs (marked long_example: the same trainer's modes are tested
 # here by tests/launch/test_replicated.py).
+# The tools around the runtime - the CLI, the pictures, the dashboard, the live table - are
+# pure Python with nothing of the Python, grpcio or TensorFlow version in them: main venv only.
+MAIN_VENV_ONLY := tests/cli tests/test_dot.py tests/test_cli_graph.py \
+	tests/launch/test_dashboard.py tests/launch/test_live_status.py
 test-core313:
 	@if [ -n "$(PY313)" ]; then \
 	  $(MAKE) $(VENV313)/.installed && \
 	  LAUNCHPAD_COURIER_TRANSPORT=grpc $(VENV313)/bin/python -m pytest -q --durations=15 \
-	    -m "not slurm and not ray and not kubernetes and not long_example" tests; \
+	    -m "not slurm and not ray and not kubernetes and not long_example" \
+	    $(MAIN_VENV_ONLY:%=--ignore=%) tests; \
 	else echo "Python 3.13 not found: skipping the 3.13 run"; fi
 
 # Acme's own Launchpad tests and distributed agents (tests/acme/test_acme.py). Acme's

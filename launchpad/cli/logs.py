@@ -12,8 +12,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import signal
 import sys
-import time
+import threading
 
 from launchpad import control, telemetry
 from launchpad.cli import runs, status
@@ -69,10 +70,12 @@ def run(args: argparse.Namespace) -> int:
     found = runs.find(given_run, args.run_dir)
     label, index = node(status.of(found), given_node)
     client = runs.client(found)
+    # Ctrl+C ends the copy between two reads: raised inside a call, KeyboardInterrupt could
+    # leave the client's connection half done, and closing it wait for good.
+    interrupted = threading.Event()
+    signal.signal(signal.SIGINT, lambda *_: interrupted.set())
     try:
-        _copy(client, label, index, args.follow)
-    except KeyboardInterrupt:
-        pass  # the reader has seen enough
+        _copy(client, label, index, args.follow, interrupted)
     except BrokenPipeError:  # (`| head`): the reader has gone; nothing more to say
         with contextlib.suppress(OSError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -87,11 +90,13 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _copy(client: control.ControllerClient, label: str, index: int, follow: bool) -> None:
-    """Prints the node's log; with `follow`, what comes next too until its run has ended."""
+def _copy(client: control.ControllerClient, label: str, index: int, follow: bool,
+          interrupted: threading.Event) -> None:
+    """Prints the node's log; with `follow`, what comes next too until its run has ended
+    (or `interrupted` is set)."""
     out = sys.stdout.buffer
     offset = 0
-    while True:
+    while not interrupted.is_set():
         data, more = client.read_log(label, index, offset, _CHUNK, runs.CALL_SECS)
         if data:
             out.write(data)
@@ -100,4 +105,4 @@ def _copy(client: control.ControllerClient, label: str, index: int, follow: bool
         elif not follow or not more:
             return
         else:
-            time.sleep(_FOLLOW_POLL_SECS)  # nothing to wait on across processes: ask again
+            interrupted.wait(_FOLLOW_POLL_SECS)  # nothing to wait on across processes
