@@ -99,3 +99,8 @@ def wait_until(predicate, timeout: float = TIMEOUT, what: str = "the condition")
     while not predicate():
         assert time.monotonic() < deadline, f"{what} never held within {timeout}s"
         time.sleep(0.05)  # a poll's period: the state polled has no event
+
+
+def waits() -> None:
+    """A node that waits for its program to stop."""
+    lp.wait_for_stop()

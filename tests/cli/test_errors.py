@@ -8,43 +8,11 @@ import os
 
 import pytest
 
-import launchpad as lp
 from launchpad.launch import run_records
-from tests.cli import helpers
 from tests.cli.helpers import cli, failed
 
 pytestmark = [pytest.mark.timeout(180),
-              pytest.mark.usefixtures("no_leaked_processes", "no_leaked_threads")]
-
-
-@pytest.fixture(autouse=True)
-def run_dir(monkeypatch, tmp_path) -> str:
-    """The test's own run registry (its scripts and commands inherit it)."""
-    monkeypatch.setenv("LAUNCHPAD_RUN_DIR", str(tmp_path / "runs"))
-    return str(tmp_path / "runs")
-
-
-def _waits() -> None:
-    lp.wait_for_stop()
-
-
-@pytest.fixture
-def launch_here():
-    """`launch_here(name)` launches a local_mt program of one waiting node here (recorded, as
-    every local launch is); all are stopped after."""
-    controllers = []
-
-    def launch(name: str):
-        program = lp.Program(name)
-        program.add_node(lp.PyNode(_waits), label="waiter")
-        controllers.append(lp.launch(program, launch_type="local_mt"))
-        return controllers[-1]
-
-    yield launch
-    for controller in controllers:
-        controller.stop()
-    for controller in controllers:
-        assert controller.wait(helpers.TIMEOUT)
+              pytest.mark.usefixtures("run_dir", "no_leaked_processes", "no_leaked_threads")]
 
 
 @pytest.mark.parametrize("command", [["status"], ["logs", "waiter"], ["stop"]])

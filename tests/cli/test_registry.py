@@ -16,31 +16,15 @@ from tests.cli import helpers
 from tests.cli.helpers import cli
 
 pytestmark = [pytest.mark.timeout(180),
-              pytest.mark.usefixtures("no_leaked_processes", "no_leaked_threads")]
+              pytest.mark.usefixtures("run_dir", "no_leaked_processes", "no_leaked_threads")]
 OTHER_UID = 65534  # nobody
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="making another user's files needs root")
 
 
-@pytest.fixture(autouse=True)
-def run_dir(monkeypatch, tmp_path) -> str:
-    """The test's own run registry (its scripts and commands inherit it)."""
-    monkeypatch.setenv("LAUNCHPAD_RUN_DIR", str(tmp_path / "runs"))
-    return str(tmp_path / "runs")
-
-
-def _waits() -> None:
-    lp.wait_for_stop()
-
-
 @pytest.fixture
-def running():
+def running(launch_here):
     """A local_mt program launched here (recorded, as every local launch is); its controller."""
-    program = lp.Program("recorded")
-    program.add_node(lp.PyNode(_waits), label="waiter")
-    controller = lp.launch(program, launch_type="local_mt")
-    yield controller
-    controller.stop()
-    assert controller.wait(helpers.TIMEOUT)
+    return launch_here("recorded")
 
 
 def _mode(path: str) -> int:
@@ -69,7 +53,7 @@ def test_a_record_is_private_names_the_run_and_goes_with_it(running, run_dir):
 
 def test_programs_of_tests_are_not_recorded(request, run_dir):
     program = lp.Program("tested")
-    program.add_node(lp.PyNode(_waits), label="waiter")
+    program.add_node(lp.PyNode(helpers.waits), label="waiter")
     controller = lp.launch(program, launch_type="test_mt", test_case=request)
     assert controller.run_id == ""
     assert not os.path.exists(run_records.root(run_dir))

@@ -15,13 +15,6 @@ from tests.processes import Script
 pytestmark = [pytest.mark.timeout(180), pytest.mark.usefixtures("no_leaked_processes")]
 
 
-@pytest.fixture(autouse=True)
-def run_dir(monkeypatch, tmp_path) -> str:
-    """The test's own run registry (its scripts and commands inherit it)."""
-    monkeypatch.setenv("LAUNCHPAD_RUN_DIR", str(tmp_path / "runs"))
-    return str(tmp_path / "runs")
-
-
 def test_stop_stops_the_program_and_its_record_goes(run_dir):
     script, run_id = helpers.launch_serving()
     follower = None
