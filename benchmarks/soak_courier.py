@@ -3,13 +3,14 @@
 Run: `python -m benchmarks.soak_courier [--clients 8] [--servers 2] [--seconds 60] [--seed 0]`.
 Prints one JSON object on stdout; progress goes to stderr.
 
-Each server is a process of its own (`_courier_server.py` serving `SoakService`); each client
-is a process of its own that, from a common start, calls the servers (one chosen at random per
-call) for `--seconds`: half the calls blocking, half through futures (up to `WINDOW` in flight,
-settled oldest first, while blocking calls go on beside them). A payload is bytes or a
-contiguous numpy array (uint8, int32, int64, float32, float64) of 0 B to 1 MiB, its size drawn
-over a log scale (so every size class is hit: small messages, 64 KiB and more through shared
-memory), its contents slices of random data.
+Each server is a process of its own (`_courier_server.py` serving `_soak_calls.SoakService`);
+each client is a process of its own (`_soak_calls.py`) that, from a common start (once every
+client is connected), calls the servers (one chosen at random per call) for `--seconds`: half
+the calls blocking, half through futures (up to `WINDOW` in flight, settled oldest first,
+while blocking calls go on beside them). A payload is bytes or a contiguous numpy array
+(uint8, int32, int64, float32, float64) of 0 B to 1 MiB, its size drawn over a log scale (so
+every size class is hit: small messages, 64 KiB and more through shared memory), its
+contents slices of random data.
 
 A call is `transform(client, seq, payload)`; the server answers `(client, seq, crc32 of what
 it received, the payload reversed)` and sets bit `seq` of the client's bitmap (a bit already
@@ -35,181 +36,26 @@ import argparse
 import collections
 import contextlib
 import json
-import multiprocessing
+import os
+import select
+import subprocess
 import sys
 import threading
 import time
-import zlib
 from typing import Any
 
-import numpy as np
-
-from benchmarks.courier_rpc import child_process
+from benchmarks._soak_calls import CALL_TIMEOUT_S
+from benchmarks.courier_rpc import ROOT, child_process
 from launchpad import courier
 
-PAYLOAD_MAX = 1 << 20
-ZERO_SHARE = 0.05  # of calls, with an empty payload
-DTYPES = ("uint8", "int32", "int64", "float32", "float64")
-WINDOW = 8  # futures in flight per client at most
-FUTURE_SHARE = 0.5
-CALL_TIMEOUT_S = 60.0  # a call unanswered this long is lost
 START_TIMEOUT_S = 120.0  # for every client to be connected and ready
 SAMPLE_EVERY_S = 0.5
 WARMUP_SHARE, WARMUP_MAX_S = 0.25, 10.0
 MIB = 1 << 20
-LARGE = 64 << 10  # payloads of this size or more go through shared memory
 
 
 def log(message: str) -> None:
     print(f"[soak_courier] {message}", file=sys.stderr, flush=True)
-
-
-class SoakService:
-    """What each server serves: every payload transformed deterministically, and a bitmap per
-    client of the calls (sequence numbers) it has executed."""
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._executed: dict[str, bytearray] = {}
-        self._duplicates: collections.Counter = collections.Counter()
-
-    def ping(self) -> str:
-        return "pong"
-
-    def transform(self, client: str, seq: int, payload: Any) -> tuple:
-        """(client, seq, crc32 of payload, payload reversed), noting that seq ran."""
-        with self._lock:
-            bits = self._executed.setdefault(client, bytearray())
-            byte, bit = divmod(seq, 8)
-            if byte >= len(bits):
-                bits.extend(bytes(max(byte + 1 - len(bits), len(bits))))
-            if bits[byte] >> bit & 1:
-                self._duplicates[client] += 1
-            bits[byte] |= 1 << bit
-        if isinstance(payload, np.ndarray):
-            return client, seq, zlib.crc32(payload), np.ascontiguousarray(payload[::-1])
-        return client, seq, zlib.crc32(payload), payload[::-1]
-
-    def executions(self) -> dict[str, tuple[bytes, int]]:
-        """client -> (its bitmap of executed calls, how many ran again)."""
-        with self._lock:
-            return {client: (bytes(bits), self._duplicates[client])
-                    for client, bits in self._executed.items()}
-
-
-class Payloads:
-    """Random payloads of 0 B to 1 MiB (log-scale sizes), bytes or arrays: slices of pools
-    of random data made once."""
-
-    def __init__(self, rng: np.random.Generator):
-        self._rng = rng
-        self._bytes = rng.bytes(2 * PAYLOAD_MAX)
-        self._arrays = {dtype: (rng.random(2 * PAYLOAD_MAX // np.dtype(dtype).itemsize, dtype)
-                                if dtype.startswith("float")
-                                else np.frombuffer(rng.bytes(2 * PAYLOAD_MAX), dtype))
-                        for dtype in DTYPES}
-
-    def draw(self) -> bytes | np.ndarray:
-        rng = self._rng
-        size = 0 if rng.random() < ZERO_SHARE else round(2 ** rng.uniform(0, 20))
-        kind = int(rng.integers(len(DTYPES) + 1))
-        if kind == len(DTYPES):
-            start = int(rng.integers(PAYLOAD_MAX))
-            return self._bytes[start:start + size]
-        pool = self._arrays[DTYPES[kind]]
-        count = size // pool.itemsize
-        start = int(rng.integers(len(pool) - count + 1))
-        return pool[start:start + count]
-
-
-def is_right(reply: Any, client: str, seq: int, payload: bytes | np.ndarray) -> bool:
-    """Whether `reply` is SoakService.transform's answer to this very call."""
-    if not isinstance(reply, tuple) or len(reply) != 4:
-        return False
-    got_client, got_seq, crc, body = reply
-    if got_client != client or got_seq != seq or crc != zlib.crc32(payload):
-        return False
-    if isinstance(payload, np.ndarray):
-        return (isinstance(body, np.ndarray) and body.dtype == payload.dtype
-                and body.shape == payload.shape and np.array_equal(body[::-1], payload))
-    return isinstance(body, bytes) and body == payload[::-1]
-
-
-class _Calls:
-    """One client process's calls and their outcomes."""
-
-    def __init__(self, name: str, addresses: list[str], seed: int):
-        self.name = name
-        self.rng = np.random.default_rng(seed)
-        self.payloads = Payloads(self.rng)
-        self.clients = [courier.Client(address, call_timeout=CALL_TIMEOUT_S)
-                        for address in addresses]
-        self.counts = collections.Counter()
-        self.first_error = ""
-
-    def settle(self, seq: int, payload: Any, outcome) -> None:
-        """Checks one call's answer (`outcome()` returns it or raises)."""
-        try:
-            reply = outcome()
-        except TimeoutError:
-            self.counts["lost"] += 1
-            return
-        except Exception as e:  # noqa: BLE001 - every error is counted and the first named
-            self.counts["errors"] += 1
-            self.first_error = self.first_error or f"{type(e).__name__}: {e}"
-            return
-        if not is_right(reply, self.name, seq, payload):
-            self.counts["wrong"] += 1
-            return
-        self.counts["answered"] += 1
-        self.counts["payload_bytes"] += 2 * (payload.nbytes if isinstance(payload, np.ndarray)
-                                             else len(payload))
-
-    def run(self, seconds: float, start: Any) -> dict[str, Any]:
-        for client in self.clients:
-            client.ping()
-        start.wait(START_TIMEOUT_S)
-        began = time.perf_counter()
-        deadline = began + seconds
-        pending: collections.deque = collections.deque()
-        seq = 0
-        while time.perf_counter() < deadline:
-            payload = self.payloads.draw()
-            size = payload.nbytes if isinstance(payload, np.ndarray) else len(payload)
-            self.counts["empty" if size == 0 else "large" if size >= LARGE else "small"] += 1
-            client = self.clients[int(self.rng.integers(len(self.clients)))]
-            if self.rng.random() < FUTURE_SHARE:
-                self.counts["futures"] += 1
-                pending.append((seq, payload, client.futures.transform(self.name, seq, payload)))
-                if len(pending) >= WINDOW:
-                    self._settle_future(*pending.popleft())
-            else:
-                self.counts["sync"] += 1
-                self.settle(seq, payload,
-                            lambda c=client, s=seq, p=payload: c.transform(self.name, s, p))
-            seq += 1
-        while pending:
-            self._settle_future(*pending.popleft())
-        elapsed = time.perf_counter() - began
-        transports = sorted({client.transport for client in self.clients})
-        for client in self.clients:
-            client.close()
-        return {"client": self.name, "calls": seq, "seconds": round(elapsed, 3),
-                "transports": transports, "first_error": self.first_error, **self.counts}
-
-    def _settle_future(self, seq: int, payload: Any, future) -> None:
-        self.settle(seq, payload, lambda: future.result(timeout=CALL_TIMEOUT_S))
-
-
-def client_main(name: str, addresses: list[str], seconds: float, seed: int, start: Any,
-                results: Any) -> None:
-    """A client process: its calls from `start` (a barrier) on; its counts into `results`."""
-    try:
-        results.put(_Calls(name, addresses, seed).run(seconds, start))
-    except BaseException as e:
-        start.abort()
-        results.put({"client": name, "crashed": f"{type(e).__name__}: {e}"})
-        raise
 
 
 def _rss_mib(pid: int) -> float:
@@ -279,45 +125,71 @@ def _throughput(report: dict[str, Any]) -> dict[str, Any]:
             "mib_per_s": round(report.get("payload_bytes", 0) / MIB / seconds, 1)}
 
 
+class _Client:
+    """A client process (_soak_calls.py's main), ended when the soak is."""
+
+    def __init__(self, name: str, seed: int, seconds: float, addresses: list[str]):
+        self.name = name
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "benchmarks._soak_calls", name, str(seed), str(seconds),
+             *addresses], stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=str(ROOT),
+            env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+    def line(self, timeout: float) -> str:
+        """The next line it prints (within `timeout` seconds)."""
+        ready, _, _ = select.select([self.process.stdout], [], [], timeout)
+        line = self.process.stdout.readline() if ready else b""
+        if not line:
+            raise RuntimeError(f"soak client {self.name} printed nothing within {timeout:.0f}"
+                               f" s (exit status {self.process.poll()})")
+        return line.decode()
+
+    def start(self) -> None:
+        self.process.stdin.write(b"go\n")
+        self.process.stdin.flush()
+
+    def end(self) -> None:
+        self.process.stdin.close()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.process.stdout.close()
+
+
 def run(clients: int = 8, servers: int = 2, seconds: float = 60.0,
         seed: int = 0) -> dict[str, Any]:
     """The soak (see the module's doc); returns the report."""
-    context = multiprocessing.get_context("spawn")
     argv = [sys.executable, "-m", "benchmarks._courier_server",
-            "--service", "benchmarks.soak_courier:SoakService"]
+            "--service", "benchmarks._soak_calls:SoakService"]
     with contextlib.ExitStack() as stack:
         started = [stack.enter_context(child_process(argv)) for _ in range(servers)]
         pids = [pid for pid, _ in started]
         addresses = [f"127.0.0.1:{port}" for _, port in started]
-        start, results = context.Barrier(clients + 1), context.Queue()
-        processes = [context.Process(target=client_main, daemon=True,
-                                     args=(f"c{i}", addresses, seconds, seed * 1000 + i,
-                                           start, results)) for i in range(clients)]
+        processes = []
+        for index in range(clients):
+            processes.append(_Client(f"c{index}", seed * 1000 + index, seconds, addresses))
+            stack.callback(processes[-1].end)
+        log(f"{clients} clients and {servers} servers started; waiting for them")
+        for process in processes:
+            if process.line(START_TIMEOUT_S).strip() != "ready":
+                raise RuntimeError(f"soak client {process.name} did not start")
         for process in processes:
             process.start()
-            stack.callback(_end, process)
-        log(f"{clients} clients and {servers} servers started; waiting for them")
-        try:
-            start.wait(START_TIMEOUT_S)
-        except threading.BrokenBarrierError:
-            raise RuntimeError(f"a client process crashed: {results.get(timeout=10)}") from None
         began = time.perf_counter()
         samples = [(0.0, [_rss_mib(pid) for pid in pids])]
         done = threading.Event()
         sampler = threading.Thread(target=_sample, args=(pids, samples, done, began))
         sampler.start()
         try:
-            reports = [results.get(timeout=seconds + CALL_TIMEOUT_S + START_TIMEOUT_S)
-                       for _ in processes]
+            reports = [json.loads(process.line(seconds + 2 * CALL_TIMEOUT_S))
+                       for process in processes]
         finally:
             done.set()
             sampler.join()
         wall = time.perf_counter() - began
-        crashed = [report for report in reports if "crashed" in report]
-        if crashed:
-            raise RuntimeError(f"client processes crashed: {crashed}")
         executions = _executions(addresses)
-    reports.sort(key=lambda report: report["client"])
     answered = sum(report.get("answered", 0) for report in reports)
     moved = sum(report.get("payload_bytes", 0) for report in reports)
     return {
@@ -330,14 +202,6 @@ def run(clients: int = 8, servers: int = 2, seconds: float = 60.0,
         "per_client": [{**report, **_throughput(report)} for report in reports],
         "server_memory": memory_report(samples, seconds),
     }
-
-
-def _end(process: Any) -> None:
-    """Waits for a client process (it ends once it has reported); kills one that hangs."""
-    process.join(timeout=30)
-    if process.is_alive():
-        process.kill()
-        process.join()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -4,7 +4,8 @@ server processes; every call answered once with its right value, nothing left ru
 import numpy as np
 
 from benchmarks import soak_courier
-from benchmarks.soak_courier import SoakService, exactness, is_right
+from benchmarks._soak_calls import SoakService, is_right
+from benchmarks.soak_courier import exactness
 
 NONE_WRONG = {"lost": 0, "wrong": 0, "duplicate": 0, "errors": 0, "not_executed": 0}
 
