@@ -1,7 +1,7 @@
 """Chaos: random SIGKILLs of a running program's restartable nodes, which it must absorb.
 
 Run: `python -m benchmarks.chaos [--seconds 30 | --kills N] [--producers 3] [--consumers 3]
-[--seed 0]`. Prints one JSON object on stdout; progress goes to stderr.
+[--interval 0.2 1.5] [--seed 0]`. Prints one JSON object on stdout; progress goes to stderr.
 
 The program (`_chaos_program.py`: a ledger that is never killed, restartable producers and
 consumers) runs under local_mp with a RestartPolicy on both groups. A chaos thread in the
@@ -227,13 +227,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--kills", type=int, default=None, help="this many kills, then stop")
     parser.add_argument("--producers", type=int, default=3)
     parser.add_argument("--consumers", type=int, default=3)
+    parser.add_argument("--interval", type=float, nargs=2, default=(0.2, 1.5),
+                        metavar=("MIN", "MAX"), help="seconds between kills, drawn uniformly")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     if args.seconds <= 0 or (args.kills is not None and args.kills < 1):
         parser.error("--seconds must be > 0 and --kills >= 1")
     if args.producers < 1 or args.consumers < 1:
         parser.error("--producers and --consumers must be >= 1")
-    report = run(args.seconds, args.kills, args.producers, args.consumers, seed=args.seed)
+    if not 0 <= args.interval[0] <= args.interval[1]:
+        parser.error("--interval needs 0 <= MIN <= MAX")
+    report = run(args.seconds, args.kills, args.producers, args.consumers,
+                 interval=tuple(args.interval), seed=args.seed)
     log(f"{report['kills']} kills absorbed, consistent: {report['consistent']}")
     print(json.dumps(report, indent=2))
     if not report["consistent"]:

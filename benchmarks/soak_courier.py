@@ -25,9 +25,9 @@ exactly once, on one server. The counts reported, all 0 in a sound run:
 * not_executed: calls answered but never executed, and executions of calls never made.
 
 Also reported: each client's and the total throughput (calls/s; MiB/s of payload, both
-directions together) and each server's resident memory (RSS), sampled every half second: its
-value after the warm-up (the first quarter of the run, at most 10 s) and at the end, their
-difference (growth) and its peak.
+directions together) and each server's resident memory (RSS, and its anonymous part, the
+heap), sampled every half second: its value after the warm-up (the first quarter of the run,
+at most 10 s) and at the end, their difference (growth) and its peak.
 """
 
 from __future__ import annotations
@@ -58,31 +58,39 @@ def log(message: str) -> None:
     print(f"[soak_courier] {message}", file=sys.stderr, flush=True)
 
 
-def _rss_mib(pid: int) -> float:
+def _memory_mib(pid: int) -> tuple[float, float]:
+    """Process `pid`'s resident memory: all of it (RSS) and its anonymous part (its heap:
+    what a leak would grow; the rest is mapped files and shared-memory regions)."""
+    found = {}
     with open(f"/proc/{pid}/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    raise RuntimeError(f"no VmRSS for process {pid}")
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "RssAnon"):
+                found[key] = int(value.split()[0]) / 1024
+    return found["VmRSS"], found["RssAnon"]
 
 
 def _sample(pids: list[int], samples: list, done: threading.Event, began: float) -> None:
     while not done.wait(SAMPLE_EVERY_S):
-        samples.append((time.perf_counter() - began, [_rss_mib(pid) for pid in pids]))
+        samples.append((time.perf_counter() - began, [_memory_mib(pid) for pid in pids]))
 
 
 def memory_report(samples: list, seconds: float) -> list[dict[str, Any]]:
-    """Each server's RSS after the warm-up, at the end, the growth between and the peak."""
+    """Each server's RSS (and its anonymous part) after the warm-up and at the end, the
+    growth between, and the peak."""
     warmup = min(WARMUP_MAX_S, WARMUP_SHARE * seconds)
-    after = [rss for at, rss in samples if at >= warmup] or [samples[-1][1]]
+    after = [memory for at, memory in samples if at >= warmup] or [samples[-1][1]]
     report = []
     for server in range(len(samples[0][1])):
-        series = [rss[server] for rss in after]
+        rss = [memory[server][0] for memory in after]
+        anon = [memory[server][1] for memory in after]
         report.append({"server": server, "warmup_s": warmup,
-                       "rss_after_warmup_mib": round(series[0], 1),
-                       "rss_end_mib": round(series[-1], 1),
-                       "growth_mib": round(series[-1] - series[0], 1),
-                       "peak_mib": round(max(rss[server] for _, rss in samples), 1)})
+                       "rss_after_warmup_mib": round(rss[0], 1),
+                       "rss_end_mib": round(rss[-1], 1),
+                       "growth_mib": round(rss[-1] - rss[0], 1),
+                       "anon_growth_mib": round(anon[-1] - anon[0], 1),
+                       "peak_mib": round(max(memory[server][0] for _, memory in samples), 1),
+                       "samples_after_warmup": len(rss)})
     return report
 
 
@@ -178,7 +186,7 @@ def run(clients: int = 8, servers: int = 2, seconds: float = 60.0,
         for process in processes:
             process.start()
         began = time.perf_counter()
-        samples = [(0.0, [_rss_mib(pid) for pid in pids])]
+        samples = [(0.0, [_memory_mib(pid) for pid in pids])]
         done = threading.Event()
         sampler = threading.Thread(target=_sample, args=(pids, samples, done, began))
         sampler.start()
