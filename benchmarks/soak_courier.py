@@ -26,8 +26,9 @@ exactly once, on one server. The counts reported, all 0 in a sound run:
 
 Also reported: each client's and the total throughput (calls/s; MiB/s of payload, both
 directions together) and each server's resident memory (RSS, and its anonymous part, the
-heap), sampled every half second: its value after the warm-up (the first quarter of the run,
-at most 10 s) and at the end, their difference (growth) and its peak.
+heap, and its shared-memory regions), sampled every half second: its value after the warm-up
+(the first quarter of the run, at most 10 s) and at the end, their difference (growth), its
+peak, and a dozen samples over the run.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from launchpad import courier
 
 START_TIMEOUT_S = 120.0  # for every client to be connected and ready
 SAMPLE_EVERY_S = 0.5
+SERIES_POINTS = 12  # of the memory samples, in the report
 WARMUP_SHARE, WARMUP_MAX_S = 0.25, 10.0
 MIB = 1 << 20
 
@@ -58,16 +60,16 @@ def log(message: str) -> None:
     print(f"[soak_courier] {message}", file=sys.stderr, flush=True)
 
 
-def _memory_mib(pid: int) -> tuple[float, float]:
-    """Process `pid`'s resident memory: all of it (RSS) and its anonymous part (its heap:
-    what a leak would grow; the rest is mapped files and shared-memory regions)."""
+def _memory_mib(pid: int) -> tuple[float, float, float]:
+    """Process `pid`'s resident memory: all of it (RSS), its anonymous part (its heap: what
+    a leak would grow) and its shared-memory regions (courier's, kept warm)."""
     found = {}
     with open(f"/proc/{pid}/status") as f:
         for line in f:
             key, _, value = line.partition(":")
-            if key in ("VmRSS", "RssAnon"):
+            if key in ("VmRSS", "RssAnon", "RssShmem"):
                 found[key] = int(value.split()[0]) / 1024
-    return found["VmRSS"], found["RssAnon"]
+    return found["VmRSS"], found["RssAnon"], found["RssShmem"]
 
 
 def _sample(pids: list[int], samples: list, done: threading.Event, began: float) -> None:
@@ -82,15 +84,18 @@ def memory_report(samples: list, seconds: float) -> list[dict[str, Any]]:
     after = [memory for at, memory in samples if at >= warmup] or [samples[-1][1]]
     report = []
     for server in range(len(samples[0][1])):
-        rss = [memory[server][0] for memory in after]
-        anon = [memory[server][1] for memory in after]
+        rss, anon, shared = ([memory[server][part] for memory in after] for part in range(3))
+        every = max(1, len(samples) // SERIES_POINTS)
         report.append({"server": server, "warmup_s": warmup,
                        "rss_after_warmup_mib": round(rss[0], 1),
                        "rss_end_mib": round(rss[-1], 1),
                        "growth_mib": round(rss[-1] - rss[0], 1),
                        "anon_growth_mib": round(anon[-1] - anon[0], 1),
+                       "shmem_growth_mib": round(shared[-1] - shared[0], 1),
                        "peak_mib": round(max(memory[server][0] for _, memory in samples), 1),
-                       "samples_after_warmup": len(rss)})
+                       "series_s_rss_anon_shmem": [
+                           [round(at, 1), *(round(part, 1) for part in memory[server])]
+                           for at, memory in samples[::every]]})
     return report
 
 
