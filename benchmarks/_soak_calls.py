@@ -87,6 +87,10 @@ class Payloads:
         return pool[start:start + count]
 
 
+def _size(payload: bytes | np.ndarray) -> int:
+    return payload.nbytes if isinstance(payload, np.ndarray) else len(payload)
+
+
 def is_right(reply: Any, client: str, seq: int, payload: bytes | np.ndarray) -> bool:
     """Whether `reply` is SoakService.transform's answer to this very call."""
     if not isinstance(reply, tuple) or len(reply) != 4:
@@ -113,6 +117,7 @@ class Calls:
             client.ping()
         self.counts = collections.Counter()
         self.first_error = ""
+        self.first_lost = ""
 
     def settle(self, seq: int, payload: Any, outcome) -> None:
         """Checks one call's answer (`outcome()` returns it or raises)."""
@@ -120,6 +125,8 @@ class Calls:
             reply = outcome()
         except TimeoutError:
             self.counts["lost"] += 1
+            self.first_lost = self.first_lost or (
+                f"call {seq}: {type(payload).__name__} of {_size(payload)} bytes")
             return
         except Exception as e:  # noqa: BLE001 - every error is counted and the first named
             self.counts["errors"] += 1
@@ -129,8 +136,7 @@ class Calls:
             self.counts["wrong"] += 1
             return
         self.counts["answered"] += 1
-        self.counts["payload_bytes"] += 2 * (payload.nbytes if isinstance(payload, np.ndarray)
-                                             else len(payload))
+        self.counts["payload_bytes"] += 2 * _size(payload)
 
     def run(self, seconds: float) -> dict[str, Any]:
         """Calls for `seconds`; returns the counts."""
@@ -140,7 +146,7 @@ class Calls:
         seq = 0
         while time.perf_counter() < deadline:
             payload = self.payloads.draw()
-            size = payload.nbytes if isinstance(payload, np.ndarray) else len(payload)
+            size = _size(payload)
             self.counts["empty" if size == 0 else "large" if size >= LARGE else "small"] += 1
             client = self.clients[int(self.rng.integers(len(self.clients)))]
             if self.rng.random() < FUTURE_SHARE:
@@ -160,7 +166,8 @@ class Calls:
         for client in self.clients:
             client.close()
         return {"client": self.name, "calls": seq, "seconds": round(elapsed, 3),
-                "transports": transports, "first_error": self.first_error, **self.counts}
+                "transports": transports, "first_error": self.first_error,
+                "first_lost": self.first_lost, **self.counts}
 
     def _settle_future(self, seq: int, payload: Any, future) -> None:
         self.settle(seq, payload, lambda: future.result(timeout=CALL_TIMEOUT_S))

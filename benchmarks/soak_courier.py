@@ -26,9 +26,10 @@ exactly once, on one server. The counts reported, all 0 in a sound run:
 
 Also reported: each client's and the total throughput (calls/s; MiB/s of payload, both
 directions together) and each server's resident memory (RSS, and its anonymous part, the
-heap, and its shared-memory regions), sampled every half second: its value after the warm-up
-(the first quarter of the run, at most 10 s) and at the end, their difference (growth), its
-peak, and a dozen samples over the run.
+heap, and its shared-memory regions; with the regions it holds and its threads, one a
+stream), sampled every half second: its value after the warm-up (the first quarter of the
+run, at most 10 s) and at the end, their difference (growth), its peak, and a dozen samples
+over the run.
 """
 
 from __future__ import annotations
@@ -60,21 +61,27 @@ def log(message: str) -> None:
     print(f"[soak_courier] {message}", file=sys.stderr, flush=True)
 
 
-def _memory_mib(pid: int) -> tuple[float, float, float]:
-    """Process `pid`'s resident memory: all of it (RSS), its anonymous part (its heap: what
-    a leak would grow) and its shared-memory regions (courier's, kept warm)."""
+def _memory(pid: int) -> tuple[float, float, float, int, int]:
+    """Process `pid`'s resident memory in MiB: all of it (RSS), its anonymous part (its heap:
+    what a leak would grow) and its shared-memory part (courier's regions, its own and those
+    of its peers it reads); the regions it holds open and its threads (one per stream)."""
     found = {}
     with open(f"/proc/{pid}/status") as f:
         for line in f:
             key, _, value = line.partition(":")
-            if key in ("VmRSS", "RssAnon", "RssShmem"):
-                found[key] = int(value.split()[0]) / 1024
-    return found["VmRSS"], found["RssAnon"], found["RssShmem"]
+            if key in ("VmRSS", "RssAnon", "RssShmem", "Threads"):
+                found[key] = int(value.split()[0])
+    regions = 0
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(OSError):  # an fd closed meanwhile
+            regions += os.readlink(f"/proc/{pid}/fd/{fd}").startswith("/memfd:")
+    return (found["VmRSS"] / 1024, found["RssAnon"] / 1024, found["RssShmem"] / 1024,
+            regions, found["Threads"])
 
 
 def _sample(pids: list[int], samples: list, done: threading.Event, began: float) -> None:
     while not done.wait(SAMPLE_EVERY_S):
-        samples.append((time.perf_counter() - began, [_memory_mib(pid) for pid in pids]))
+        samples.append((time.perf_counter() - began, [_memory(pid) for pid in pids]))
 
 
 def memory_report(samples: list, seconds: float) -> list[dict[str, Any]]:
@@ -84,7 +91,8 @@ def memory_report(samples: list, seconds: float) -> list[dict[str, Any]]:
     after = [memory for at, memory in samples if at >= warmup] or [samples[-1][1]]
     report = []
     for server in range(len(samples[0][1])):
-        rss, anon, shared = ([memory[server][part] for memory in after] for part in range(3))
+        rss, anon, shared, regions, threads = ([memory[server][part] for memory in after]
+                                               for part in range(5))
         every = max(1, len(samples) // SERIES_POINTS)
         report.append({"server": server, "warmup_s": warmup,
                        "rss_after_warmup_mib": round(rss[0], 1),
@@ -93,7 +101,9 @@ def memory_report(samples: list, seconds: float) -> list[dict[str, Any]]:
                        "anon_growth_mib": round(anon[-1] - anon[0], 1),
                        "shmem_growth_mib": round(shared[-1] - shared[0], 1),
                        "peak_mib": round(max(memory[server][0] for _, memory in samples), 1),
-                       "series_s_rss_anon_shmem": [
+                       "regions_after_warmup_end": [regions[0], regions[-1]],
+                       "threads_after_warmup_end": [threads[0], threads[-1]],
+                       "series_s_rss_anon_shmem_regions_threads": [
                            [round(at, 1), *(round(part, 1) for part in memory[server])]
                            for at, memory in samples[::every]]})
     return report
@@ -191,7 +201,7 @@ def run(clients: int = 8, servers: int = 2, seconds: float = 60.0,
         for process in processes:
             process.start()
         began = time.perf_counter()
-        samples = [(0.0, [_memory_mib(pid) for pid in pids])]
+        samples = [(0.0, [_memory(pid) for pid in pids])]
         done = threading.Event()
         sampler = threading.Thread(target=_sample, args=(pids, samples, done, began))
         sampler.start()
