@@ -99,11 +99,18 @@ def run_program(python: str, launchpad_0_5: bool, mode: str, calls: int,
 
 
 @contextlib.contextmanager
-def child_server(argv: list[str]) -> Iterator[int]:
+def child_process(argv: list[str]) -> Iterator[tuple[int, int]]:
     """Runs a server child from the project's root (it prints its port, and ends when its
-    stdin closes); yields its port."""
+    stdin closes); yields its pid and port."""
     with children.child_server(argv, cwd=str(ROOT),
-                               env={**os.environ, "PYTHONPATH": str(ROOT)}) as (_, port):
+                               env={**os.environ, "PYTHONPATH": str(ROOT)}) as started:
+        yield started
+
+
+@contextlib.contextmanager
+def child_server(argv: list[str]) -> Iterator[int]:
+    """As child_process; yields the port only."""
+    with child_process(argv) as (_, port):
         yield port
 
 

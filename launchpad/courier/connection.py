@@ -105,6 +105,9 @@ class Connection:
                 if not drive:
                     self._filling = stream
                     stream.start_thread(self._serve_queue)
+                    # Queued before the lock is let go: the stream's thread takes what is
+                    # queued under this lock, so a call it counts as pending is one it sends.
+                    stream.outbox.put([frame])
         for ended in dead:
             self._let_go(ended)
         if stream is None:
@@ -112,8 +115,6 @@ class Connection:
             return False
         if drive:
             self._drive(stream, call_id, frame, future)
-        else:
-            stream.outbox.put([frame])
         return True
 
     def close(self, error: Exception) -> None:

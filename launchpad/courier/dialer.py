@@ -14,7 +14,12 @@ import time
 from launchpad.courier import errors, streams, transport
 from launchpad.courier.tls import TLS
 
-# While a resolved address does not answer, it is resolved again this often.
+# While a resolved address does not answer, it is resolved again: first after
+# _FIRST_RESOLVE_AGAIN_SECS, then after twice as long each time, up to _RESOLVE_AGAIN_SECS.
+# A client whose server was just killed may be given its old address once more (the
+# controller forgets it only when it sees the process end, a few ms later); the short first
+# wait finds the restarted server's address as soon as it is registered, not half a second on.
+_FIRST_RESOLVE_AGAIN_SECS = 0.01
 _RESOLVE_AGAIN_SECS = 0.5
 
 
@@ -49,6 +54,7 @@ class Dialer:
         timeout = self._connect_timeout
         deadline = None if timeout is None else time.monotonic() + timeout
         channel, channel_address = None, None
+        resolve_again = _FIRST_RESOLVE_AGAIN_SECS
         try:
             while True:
                 remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
@@ -61,7 +67,8 @@ class Dialer:
                     channel_address = self.address
                 attempt = _RESOLVE_AGAIN_SECS if remaining is None else remaining
                 if not isinstance(self._target, str):
-                    attempt = min(attempt, _RESOLVE_AGAIN_SECS)
+                    attempt = min(attempt, resolve_again)
+                    resolve_again = min(2 * resolve_again, _RESOLVE_AGAIN_SECS)
                 if channel.wait_until_ready(attempt):
                     ready, channel = transport.faster(channel, self.address, self._tls,
                                                       self._mode), None

@@ -367,6 +367,23 @@ def test_address_resolver_is_asked_for_the_address(server, connect):
     assert client.address == server.address
 
 
+def test_a_resolver_giving_a_dead_address_first_is_asked_again_soon(server, connect):
+    """As a controller answers just after a node was killed, before it has seen the process
+    end: the old address once, then the restarted node's. The client asks again well within
+    a connect_timeout shorter than the longest wait between resolutions (0.5 s): it used to
+    wait that long on the dead address, so a restarted node answered half a second late."""
+    class Resolver:
+        def __init__(self):
+            self.answers = [_unused_address()]
+
+        def resolve(self, timeout):
+            return self.answers.pop() if self.answers else server.address
+
+    client = connect(Resolver(), token=TOKEN, connect_timeout=0.4)
+    assert client.ping() == "pong"
+    assert client.address == server.address
+
+
 def test_blocking_calls_run_on_the_calling_thread(client):
     """Once connected, a blocking call is sent and answered on its caller's thread: however
     many run at once, no stream thread is started for them."""
