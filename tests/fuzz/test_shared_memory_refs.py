@@ -103,7 +103,7 @@ _fields = st.one_of(st.just(None), st.integers(0, wire.U64), st.integers(0, 1 <<
          kind=wire.CALL)
 @example(named="file", closed_fd=1 << 31, nonce=None, offset=None, size=None, cut=None,
          kind=wire.CALL)
-@target(30)
+@target(40)
 def test_a_reference_is_answered_only_where_it_names_a_real_part(
         laned, descriptors, named, closed_fd, nonce, offset, size, cut, kind):
     channel, caller = laned

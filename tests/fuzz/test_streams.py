@@ -76,7 +76,7 @@ def attacked(request, serve, good_caller):
 
 
 @given(message=wire.messages())
-@target(40)
+@target(60)
 def test_a_malformed_message_ends_only_its_own_stream(attacked, message):
     channel, caller = attacked
     assert_answered_or_refused(exchange_within(channel.open_stream(TOKEN), message))

@@ -79,7 +79,7 @@ def test_the_payload_is_unpickled_with_the_right_token(guarded):
 
 
 @given(data=st.data())
-@target(30)
+@target(40)
 def test_a_stream_without_the_right_token_is_refused_before_anything_is_unpickled(guarded,
                                                                                    data):
     kind, channel, marker = guarded
