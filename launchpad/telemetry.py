@@ -23,9 +23,10 @@ import os
 import resource
 import time
 
-from launchpad.courier.metrics import MethodCounts
+from launchpad.courier.metrics import LATENCY_BOUNDS_SECS, MethodCounts
 
 REPORT_SECS = 2.0  # how often a node sends its sample
+_BOUND = 1 << 63  # what a sample's counts, sizes, times and seconds stay below
 STATES = ("starting", "running", "restarting", "stopped", "failed")
 
 
@@ -104,6 +105,48 @@ class ProgramStatus:
     failure: str  # the failure that stopped it ('' if none)
     nodes: list[NodeStatus]
     log_dir: str | None = None
+
+
+def check_sample(sample: object) -> NodeSample:
+    """`sample`, if it is a NodeSample of plain numbers in range and a histogram of the right
+    length per method, which is what the controller's status reads of it.
+
+    Raises:
+      TypeError: naming what is not (a report of it is refused, rather than breaking every
+        status after it).
+    """
+    if not isinstance(sample, NodeSample):
+        raise TypeError(f"report expects a telemetry.NodeSample, got {type(sample).__name__}")
+    _check(sample.cpu_secs is None or _number(sample.cpu_secs), "cpu_secs", sample.cpu_secs)
+    _check(sample.memory_bytes is None or _count(sample.memory_bytes), "memory_bytes",
+           sample.memory_bytes)
+    _check(_number(sample.taken_at), "taken_at", sample.taken_at)
+    _check(isinstance(sample.methods, dict), "methods", sample.methods)
+    for name, counts in sample.methods.items():
+        _check(isinstance(name, str) and _method_counts(counts), "methods", (name, counts))
+    return sample
+
+
+def _method_counts(counts: object) -> bool:
+    return (isinstance(counts, MethodCounts) and _count(counts.calls)
+            and _count(counts.errors) and _number(counts.total_secs)
+            and isinstance(counts.buckets, list)
+            and len(counts.buckets) == len(LATENCY_BOUNDS_SECS) + 1
+            and all(_count(count) for count in counts.buckets))
+
+
+def _check(good: bool, field: str, value: object) -> None:
+    if not good:
+        raise TypeError(f"a NodeSample's {field} is not what a sample holds: {value!r:.200}")
+
+
+def _number(value: object) -> bool:
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and -_BOUND < value < _BOUND)
+
+
+def _count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < _BOUND
 
 
 def sample_process(methods: dict[str, MethodCounts]) -> NodeSample:

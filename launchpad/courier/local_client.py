@@ -178,7 +178,7 @@ class LocalStream:
         kind, body = self._read()
         if kind != local_sockets.ANSWER:
             raise self._ended(kind, body)
-        answer = bytes(body).decode()
+        answer = bytes(body).decode(errors="replace")  # (not a probe then: no lane)
         peer = shared_memory.verify_probe(answer) if answer else None
         if peer is not None:
             self.lane = shared_memory.Lane(peer)

@@ -166,12 +166,15 @@ class LocalServer:
 
 
 def _requests(reader: records.Reader) -> Iterator[bytes | memoryview]:
-    """A stream's messages, until the client ends it."""
+    """A stream's messages, until the client ends it; a record the stream cannot hold ends
+    it as a malformed message does (INVALID_ARGUMENT)."""
     while True:
         try:
             kind, message = reader.read()
         except (EOFError, OSError):
             return
+        except ValueError as e:
+            raise streams.PeerAborted(grpc.StatusCode.INVALID_ARGUMENT, f"courier: {e}") from None
         if kind != local_sockets.MESSAGE:
             return
         yield message

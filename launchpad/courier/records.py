@@ -6,6 +6,9 @@ buffers, numpy array data among them, go from where they lie to the kernel with 
 It is received through a small buffer that takes whole small records in one system call; a
 large one is read straight into a buffer of its own size, which the message's frames then
 view (read-only, like a gRPC message's bytes), so a received array is never copied again.
+A buffer beyond glibc's mmap threshold (allocator.py) is memory mapped for the record, whose
+pages the kernel provides only as its bytes arrive: a length that lies, with no bytes behind
+it, costs nothing (a bytearray would zero all of it first).
 
 A reader may poll briefly before it blocks (`spin_secs`): a record that arrives meanwhile
 costs no wake-up of a sleeping thread, which is most of a small call's time between two
@@ -15,10 +18,13 @@ and only one thread of a process polls at a time, so busy processes do not burn 
 
 from __future__ import annotations
 
+import mmap
 import os
 import socket
 import struct
 import time
+
+from launchpad.courier import allocator
 
 _HEADER = struct.Struct("<BQ")
 HEADER_SIZE = _HEADER.size
@@ -77,7 +83,7 @@ class Reader:
 
         Raises:
           EOFError: the peer closed the connection (before a record, or inside one).
-          ValueError: a record longer than `max_length`.
+          ValueError: a record longer than `max_length`, or than this process can hold.
           OSError: the connection failed, or a timeout set on the socket passed.
         """
         while self._end - self._start < HEADER_SIZE:
@@ -128,8 +134,7 @@ class Reader:
             _spinning.pop()
 
     def _read_large(self, length: int) -> memoryview:
-        out = bytearray(length)
-        view = memoryview(out)
+        view = memoryview(_buffer(length))
         got = min(length, self._end - self._start)
         view[:got] = self._view[self._start:self._start + got]
         self._start += got
@@ -139,3 +144,14 @@ class Reader:
                 raise EOFError("the peer closed the connection inside a record")
             got += received
         return view.toreadonly()
+
+
+def _buffer(length: int) -> bytearray | mmap.mmap:
+    """A writable buffer for a record's `length` bytes (see the module doc)."""
+    if length <= allocator.MMAP_THRESHOLD_BYTES:
+        return bytearray(length)
+    try:
+        return mmap.mmap(-1, length, flags=mmap.MAP_PRIVATE)
+    except (OSError, OverflowError) as e:
+        raise ValueError(f"a record of {length} bytes is longer than this process can "
+                         f"hold ({e})") from e

@@ -201,8 +201,12 @@ class Server:
     # ------------------------------------------------------------------ streams
 
     def admits(self, token: str) -> bool:
-        """Whether a stream carrying `token` may be served."""
-        return not self._token or hmac.compare_digest(token, self._token)
+        """Whether a stream carrying `token` may be served: compared in constant time, as
+        UTF-8 (hmac compares only ASCII text), so a token of any characters is only wrong."""
+        if not self._token:
+            return True
+        return isinstance(token, str) and hmac.compare_digest(
+            token.encode("utf-8", "surrogatepass"), self._token.encode("utf-8", "surrogatepass"))
 
     def _stream(self, requests: Iterator[bytes], peer: streams.Peer) -> Iterator[list]:
         """A stream of a socket transport (gRPC or local): refused before anything of it is

@@ -13,7 +13,10 @@ Every region starts with a random nonce that each reference repeats: a reader th
 another nonce (the fd was closed and its number reused) refuses the reference instead of
 reading the wrong memory. Regions are reserved in full when made (`posix_fallocate`), so a full
 memory limit shows as a failed allocation, and the part travels through gRPC instead, never as
-a crash on first touch.
+a crash on first touch. And they are sealed against shrinking (`F_SEAL_SHRINK`): a reader maps
+only a memory file so sealed, so no peer can truncate a region under its mapping (reading
+past the end of a file still mapped is a SIGBUS, the end of the reading process). What a
+reference names is looked at before it is opened (`O_PATH`): a device is never opened.
 
 A region is reused from its start for each message, which is safe because of how courier
 streams alternate (see connection.py and server.py): a client sends a message only when every
@@ -50,6 +53,7 @@ messages themselves, which pass through system calls, so this holds on any archi
 
 from __future__ import annotations
 
+import fcntl
 import ipaddress
 import mmap
 import os
@@ -111,9 +115,10 @@ class _Region:
     def __init__(self, size: int):
         self.nonce = int.from_bytes(os.urandom(_NONCE.size), "little")
         self.size = size
-        self.fd = os.memfd_create("launchpad-courier", os.MFD_CLOEXEC)
+        self.fd = os.memfd_create("launchpad-courier", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
         try:
             os.posix_fallocate(self.fd, 0, size)
+            fcntl.fcntl(self.fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK)
             self.map = mmap.mmap(self.fd, size)
         except BaseException:
             os.close(self.fd)
@@ -269,6 +274,9 @@ class Reader:
             raise ValueError(f"the peer's shared-memory region (fd {fd} of pid {self._pid}) "
                              f"is gone: {e}") from e
         try:
+            if not _sealed_against_shrinking(descriptor):
+                raise ValueError(f"fd {fd} of pid {self._pid} is not a memory file sealed "
+                                 "against shrinking")
             region_map = mmap.mmap(descriptor, 0, prot=mmap.PROT_READ)
         finally:
             os.close(descriptor)
@@ -281,13 +289,22 @@ class Reader:
 
 def _open_peer_file(pid: int, fd: int) -> int:
     """Opens a file another process holds open, read-only. Without blocking, and only a
-    regular file (a memory file is one): a reference must never make us wait on a pipe or
-    open a device."""
-    descriptor = os.open(f"/proc/{pid}/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
-    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-        os.close(descriptor)
-        raise OSError(f"fd {fd} of pid {pid} is not a memory file")
-    return descriptor
+    regular file (a memory file is one), looked at through an `O_PATH` descriptor before it
+    is opened: a reference must never make us wait on a pipe or open a device."""
+    found = os.open(f"/proc/{pid}/fd/{fd}", os.O_PATH | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(found).st_mode):
+            raise OSError(f"fd {fd} of pid {pid} is not a memory file")
+        return os.open(f"/proc/self/fd/{found}", os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+    finally:
+        os.close(found)
+
+
+def _sealed_against_shrinking(descriptor: int) -> bool:
+    try:
+        return bool(fcntl.fcntl(descriptor, fcntl.F_GET_SEALS) & fcntl.F_SEAL_SHRINK)
+    except OSError:  # not a memory file
+        return False
 
 
 class Lane:

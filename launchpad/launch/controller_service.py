@@ -2,12 +2,17 @@
 
 Each method hands its call to the controller's parts (the registry, the supervisor, the node
 book); methods that wait return a Future, which courier answers when it completes, so a
-waiting call holds no server thread.
+waiting call holds no server thread. Every argument is checked against the type its method
+declares before anything is done with it: a call of another type (another version of the
+protocol, a bug) gets a TypeError naming the argument, and nothing of it is kept.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import functools
+import inspect
+import typing
 from typing import TYPE_CHECKING
 
 from absl import logging
@@ -18,6 +23,42 @@ if TYPE_CHECKING:
     from launchpad.launch.controller import Controller
 
 
+def _of_type(value: object, expected: type) -> bool:
+    """Whether `value` is what a parameter annotated `expected` takes (a bool is not an
+    int; an int is a float, as in annotations)."""
+    if expected is float:
+        expected = (int, float)
+    if expected is not bool and isinstance(value, bool):
+        return False
+    return isinstance(value, expected)
+
+
+def _checked(method: typing.Callable) -> typing.Callable:
+    """`method`, refusing calls whose arguments are not of the types it declares."""
+    signature = inspect.signature(method)
+    hints = typing.get_type_hints(method)
+
+    @functools.wraps(method)
+    def call(self, *args, **kwargs):
+        arguments = signature.bind(self, *args, **kwargs).arguments
+        for name, value in list(arguments.items())[1:]:
+            if not _of_type(value, hints[name]):
+                raise TypeError(f"The controller protocol's {method.__name__} takes {name} as "
+                                f"{hints[name].__name__}, not {type(value).__name__}")
+        return method(self, *args, **kwargs)
+
+    return call
+
+
+def _checked_methods(cls: type) -> type:
+    """Checks the arguments of every public method of `cls` (see `_checked`)."""
+    for name, method in list(vars(cls).items()):
+        if not name.startswith("_") and inspect.isfunction(method):
+            setattr(cls, name, _checked(method))
+    return cls
+
+
+@_checked_methods
 class ControllerService:
     """The controller protocol, served (see control.py for what each method means)."""
 

@@ -79,9 +79,12 @@ class NodeBook:
             return self._units[unit].state
 
     def report(self, unit: NodeKey, instance: str, sample: telemetry.NodeSample) -> None:
-        """A node's sample; dropped unless `instance` is the unit's current run."""
-        if not isinstance(sample, telemetry.NodeSample):
-            raise TypeError(f"report expects a telemetry.NodeSample, got {sample!r}")
+        """A node's sample; dropped unless `instance` is the unit's current run.
+
+        Raises:
+          TypeError: it is not a NodeSample the status can read (telemetry.check_sample).
+        """
+        telemetry.check_sample(sample)
         with self._lock:
             entry = self._units[unit]
             if entry.instance != instance:

@@ -15,6 +15,7 @@ address belongs to a node, and is forgotten with its unit.
 from __future__ import annotations
 
 import concurrent.futures
+import math
 import threading
 
 from launchpad.courier.connection import settle
@@ -67,12 +68,16 @@ class AddressRegistry:
 
     def future(self, label: str, index: int, name: str,
                timeout: float) -> concurrent.futures.Future:
-        """A future of the node's address: set when it registers, failed after `timeout`.
+        """A future of the node's address: set when it registers, failed after `timeout`
+        seconds (a timeout too long for a timer, infinity among them, never fails it).
 
         Raises:
           UnknownNodeError, ProgramStoppedError, NodeEndedError: named in the message.
+          ValueError: the timeout is NaN.
         """
         unit = self.check_node(label, index)
+        if isinstance(timeout, float) and math.isnan(timeout):
+            raise ValueError(f"resolve's timeout must be a number of seconds, not {timeout}")
         key = (label, index, name)
         future: concurrent.futures.Future = concurrent.futures.Future()
         with self._lock:
@@ -88,6 +93,8 @@ class AddressRegistry:
                     f"Node {label}/{index} of {self._program!r} is no longer running "
                     "(it finished or failed)")
             self._waiting.setdefault(key, []).append(future)
+        if timeout > threading.TIMEOUT_MAX:
+            return future
         timer = threading.Timer(timeout, self._expire, (key, future, timeout))
         timer.daemon = True
         timer.start()

@@ -1,0 +1,212 @@
+"""Hostile messages on real streams, on every transport, with the right token.
+
+Each example is one stream of a real server (in this process, so that a crash would end the
+test run): it is answered, or ended with INVALID_ARGUMENT, within seconds; never ended as the
+server's own failure (INTERNAL), never left hanging; and a good caller on the same transport
+is answered all along (`good_caller`).
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+import grpc
+import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from launchpad.courier import local_sockets, serialization, shared_memory, streams
+from launchpad.courier.local_client import LocalStream
+from launchpad.courier.serialization import Kind
+from tests.courier.conftest import TOKEN, TRANSPORTS, open_raw_channel
+from tests.fuzz import wire
+from tests.fuzz.conftest import Echo, target
+
+pytestmark = pytest.mark.timeout(120)
+
+WITHIN_SECS = 10.0
+
+
+def exchange_within(stream: streams.ClientStream,
+                    message: bytes) -> bytes | memoryview | streams.StreamBroken:
+    """The stream's reply to `message`, or how the server ended it; fails the test if
+    neither comes within WITHIN_SECS. The stream is finished either way."""
+    outcome: list = []
+
+    def exchange() -> None:
+        try:
+            outcome.append(stream.exchange([message]))
+        except streams.StreamBroken as e:
+            outcome.append(e)
+        except BaseException as e:  # noqa: BLE001 - reported by the test below
+            outcome.append(e)
+
+    thread = threading.Thread(target=exchange, name="fuzz-exchange", daemon=True)
+    thread.start()
+    thread.join(WITHIN_SECS)
+    if thread.is_alive():
+        stream.cancel()
+        thread.join(WITHIN_SECS)
+    stream.finish()
+    assert outcome, f"no reply and no end of the stream within {WITHIN_SECS:g} s"
+    assert not isinstance(outcome[0], BaseException) or isinstance(
+        outcome[0], streams.StreamBroken), f"the client stream raised {outcome[0]!r}"
+    return outcome[0]
+
+
+def assert_answered_or_refused(outcome) -> None:
+    """A reply of well-formed results and errors, or the end of a malformed message."""
+    if isinstance(outcome, streams.StreamBroken):
+        assert outcome.code == grpc.StatusCode.INVALID_ARGUMENT, outcome
+        assert outcome.details.startswith("courier: "), outcome.details
+        return
+    replies = serialization.decode_message(outcome)
+    assert all(reply.kind in (Kind.RESULT, Kind.ERROR) for reply in replies)
+
+
+@pytest.fixture(params=list(TRANSPORTS))
+def attacked(request, serve, good_caller):
+    """(a raw channel of the transport, the good caller) of a server under attack."""
+    server = serve(Echo(), token=TOKEN)
+    channel = open_raw_channel(server, request.param)
+    caller = good_caller(server, TRANSPORTS[request.param])
+    yield channel, caller
+    channel.close()
+
+
+@given(message=wire.messages())
+@target(60)
+def test_a_malformed_message_ends_only_its_own_stream(attacked, message):
+    channel, caller = attacked
+    assert_answered_or_refused(exchange_within(channel.open_stream(TOKEN), message))
+    assert not caller.failures
+
+
+# ----------------------------------------------------------------------------- the local socket
+
+def _socket_path(server) -> str:
+    return local_sockets.socket_path(local_sockets.socket_dir(), "127.0.0.1", server.port, None)
+
+
+def converse(path: str, sent: bytes) -> list[tuple[int, bytes]]:
+    """Connects to a local server's socket, sends `sent` and ends what it sends; returns
+    the records the server sent until it closed the connection (within WITHIN_SECS)."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    received = b""
+    try:
+        sock.settimeout(WITHIN_SECS)
+        sock.connect(path)
+        sock.sendall(sent)
+        sock.shutdown(socket.SHUT_WR)
+        while chunk := sock.recv(1 << 16):
+            received += chunk
+    except ConnectionResetError:
+        pass  # it closed with some of what we sent unread: the same end
+    except TimeoutError:
+        pytest.fail(f"the server neither closed the connection nor said more within "
+                    f"{WITHIN_SECS:g} s")
+    finally:
+        sock.close()
+    found, offset = [], 0
+    while offset < len(received):
+        kind, length = wire.RECORD_HEADER.unpack_from(received, offset)
+        offset += wire.RECORD_HEADER.size
+        found.append((kind, received[offset:offset + length]))
+        offset += length
+        assert offset <= len(received), "the server sent part of a record"
+    return found
+
+
+# The hellos a stream may open with: the right one, with a probe of any kind; a wrong
+# token; one that is no hello; none at all.
+hellos = st.one_of(
+    st.builds(lambda probe: (True, wire.record(local_sockets.HELLO, local_sockets.hello(
+        TOKEN, probe))), st.one_of(st.just(""), st.text(max_size=20).filter(
+            lambda text: ":" not in text))),
+    st.builds(lambda token: (False, wire.record(local_sockets.HELLO, local_sockets.hello(
+        token, ""))), st.text(max_size=30).filter(lambda token: token != TOKEN)),
+    st.builds(lambda kind, body, length: (False, wire.record(kind, body, length)),
+              st.integers(0, 255), st.binary(max_size=40),
+              st.one_of(st.none(), wire.lying_lengths)),
+    st.just((False, b"")))
+records = st.lists(st.one_of(
+    st.builds(wire.record, st.just(local_sockets.MESSAGE), wire.messages()),
+    st.builds(wire.record, st.just(local_sockets.MESSAGE), wire.messages(), wire.lying_lengths),
+    st.builds(wire.record, st.integers(0, 255), st.binary(max_size=30)),
+    st.binary(max_size=20)), max_size=3)
+
+
+@pytest.fixture
+def local_attacked(serve, good_caller):
+    """(the socket path, the good caller) of a server under attack on its local socket."""
+    server = serve(Echo(), token=TOKEN)
+    return _socket_path(server), good_caller(server, "local")
+
+
+@pytest.mark.skipif(local_sockets.socket_dir() is None, reason="no local socket directory")
+@given(opening=hellos, sent=records)
+@target(60)
+def test_hostile_records_on_the_local_socket_end_only_their_connection(local_attacked,
+                                                                        opening, sent):
+    path, caller = local_attacked
+    admitted, hello = opening
+    answered = converse(path, hello + b"".join(sent))
+    kinds = [kind for kind, _ in answered]
+    if not admitted:  # nothing but its refusal, if it was a hello at all
+        assert kinds in ([], [local_sockets.STATUS]), kinds
+        if kinds:
+            assert local_sockets.status_of(answered[0][1])[0] == (
+                grpc.StatusCode.PERMISSION_DENIED)
+    else:
+        assert kinds[0] == local_sockets.ANSWER and kinds[-1] == local_sockets.STATUS, kinds
+        assert set(kinds[1:-1]) <= {local_sockets.MESSAGE}, kinds
+        code, details = local_sockets.status_of(answered[-1][1])
+        assert code in (grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT), (code, details)
+        for _, reply in answered[1:-1]:
+            assert_answered_or_refused(reply)
+    assert not caller.failures
+
+
+@pytest.mark.skipif(local_sockets.socket_dir() is None, reason="no local socket directory")
+def test_a_record_too_long_to_hold_ends_its_stream_as_malformed(local_attacked):
+    path, _ = local_attacked
+    hello = wire.record(local_sockets.HELLO, local_sockets.hello(TOKEN, ""))
+    answered = converse(path, hello + wire.record(local_sockets.MESSAGE, b"", 1 << 61))
+    assert [kind for kind, _ in answered] == [local_sockets.ANSWER, local_sockets.STATUS]
+    code, details = local_sockets.status_of(answered[1][1])
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    assert "longer than this process can hold" in details
+
+
+# ----------------------------------------------------------------------------- a hostile server
+
+_server_records = st.lists(st.one_of(
+    st.builds(wire.record, st.sampled_from([local_sockets.ANSWER, local_sockets.MESSAGE,
+                                            local_sockets.STATUS]), st.binary(max_size=40)),
+    st.builds(wire.record, st.integers(0, 255), st.binary(max_size=20), wire.lying_lengths),
+    st.just(wire.record(local_sockets.ANSWER, (shared_memory.local_probe() or "").encode())),
+    st.builds(lambda code, details: wire.record(local_sockets.STATUS,
+                                                local_sockets.status(code, details)),
+              st.sampled_from(list(grpc.StatusCode)), st.text(max_size=20)),
+    st.binary(max_size=20)), max_size=4)
+
+
+@given(sent=_server_records)
+@example(sent=[wire.record(local_sockets.ANSWER, b"\xff\xfe")])  # an answer of no UTF-8
+@target(100)
+def test_a_local_client_stream_takes_what_a_server_sends_as_a_reply_or_its_end(sent):
+    ours, theirs = socket.socketpair()
+    try:
+        theirs.sendall(b"".join(sent))
+        theirs.shutdown(socket.SHUT_WR)
+        stream = LocalStream(ours, TOKEN, offer_shared_memory=True)
+        try:
+            reply = stream.exchange([b"a message"])
+            assert isinstance(reply, (bytes, memoryview))
+        except streams.StreamBroken as e:
+            assert isinstance(e.code, grpc.StatusCode)
+        finally:
+            stream.finish()
+    finally:
+        theirs.close()
