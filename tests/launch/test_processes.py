@@ -1,5 +1,6 @@
 """What only process launchers do: exit codes and signals, killing, orphans, Ctrl+C,
-per-group process settings, terminals; and restarts, under every local launcher."""
+per-group process settings, terminals. A node's process that exits, is killed, ignores the stop
+or outlives its killed launcher is tested under local_mp, slurm and ray (tests/FAULTS.md)."""
 
 import os
 import pathlib
