@@ -42,6 +42,8 @@ from launchpad.program import Program
 # How often a wait of the main thread wakes to let a Ctrl+C in (see _wait_in_slices).
 _WAIT_SLICE_SECS = 0.2
 _MAX_LOG_READ = 1 << 20  # bytes of a node's log one read_log returns at most
+# Room for a slow start: a fresh interpreter on a busy host, a Ray runtime_env being set up.
+DEFAULT_STARTUP_TIMEOUT_SECS = 600.0
 
 
 class Controller:
@@ -53,6 +55,8 @@ class Controller:
       program: the program launched.
       termination_notice_secs: the grace period nodes get after a stop.
       liveness_timeout_secs: a node process whose heartbeats stop for this long is lost.
+      startup_timeout_secs: a node process (or actor) made this long ago whose runner has
+        not reported that it started never came up: it fails (or restarts by its policy).
       host: the interface the controller listens on (loopback, unless nodes run on other
         hosts).
       tls: certificates every courier server and client of the program uses (None: the
@@ -67,16 +71,20 @@ class Controller:
     def __init__(self, program: Program, *, termination_notice_secs: float = 10.0,
                  liveness_timeout_secs: float = 10.0, host: str = "127.0.0.1",
                  tls: TLS | None = None, port: int = 0, token: str | None = None,
-                 advertised_host: str | None = None):
+                 advertised_host: str | None = None,
+                 startup_timeout_secs: float = DEFAULT_STARTUP_TIMEOUT_SECS):
         if termination_notice_secs < 0:
             raise ValueError(
                 f"termination_notice_secs must be >= 0, got {termination_notice_secs}")
         if liveness_timeout_secs <= 0:
             raise ValueError(f"liveness_timeout_secs must be > 0, got {liveness_timeout_secs}")
+        if not startup_timeout_secs > 0:
+            raise ValueError(f"startup_timeout_secs must be > 0, got {startup_timeout_secs}")
         self.program = program  # what was launched: a description (the dashboard draws it)
         self.program_name = program.name
         self._grace = termination_notice_secs
         self.liveness_timeout_secs = liveness_timeout_secs
+        self.startup_timeout_secs = startup_timeout_secs
         self._token = token or secrets.token_hex(16)
         self.tls = tls
         self._lock = threading.Lock()
@@ -89,7 +97,7 @@ class Controller:
         self._supervisor = Supervisor(
             program.name, {(n.label, n.index) for n in program.get_all_nodes()},
             program.restart_policies, self._registry, self.stop, liveness_timeout_secs,
-            self._book)
+            self._book, startup_timeout_secs)
         self._contexts: list[context.NodeContext] = []
         self._stop_waiters: list[concurrent.futures.Future] = []
         self._finish_callbacks: list | None = []  # None once the stop sequence took them

@@ -25,6 +25,10 @@ class NodeWorker(Protocol):
     returncode: int | None  # how it ended (see Controller.exit_codes); None while running
     attempt: int  # 0 for the first run, +1 for each restart
     ended_by_launcher: bool  # it was signalled by its launcher (so it did not fail)
+    # When the current run's process or actor was made (time.monotonic()); None until then,
+    # and for workers whose runs report their start at once (a thread) or are timed by their
+    # engine (a pod). The supervisor fails a run not started within the startup timeout.
+    spawned_at: float | None
 
     def describe_end(self) -> str:
         """How it ended as its launcher saw it, e.g. 'killed by signal SIGKILL'."""

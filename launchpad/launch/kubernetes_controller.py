@@ -51,6 +51,7 @@ class PodWorker:
     """
 
     ended_by_launcher = False
+    spawned_at = None  # the pod's start is timed here (startup_timeout_secs), not there
 
     def __init__(self, name: str, startup_timeout_secs: float,
                  on_end: Callable[[PodWorker], None]):

@@ -8,13 +8,11 @@ can be dereferenced in the launching process.
 from __future__ import annotations
 
 import contextlib
-import enum
 import importlib
-import sys
 from collections.abc import Sequence
 from typing import Any
 
-from absl import flags, logging
+from absl import logging
 
 from launchpad import context
 from launchpad.courier.tls import TLS
@@ -23,26 +21,18 @@ from launchpad.launch import resources as resources_lib
 from launchpad.launch.controller import Controller
 from launchpad.launch.errors import LaunchError
 from launchpad.launch.kubernetes_settings import KubernetesSettings
+from launchpad.launch.launch_options import (
+    DEFAULT_LAUNCH_TYPE,
+    LaunchType,
+    clocks,
+    flag_value,
+    ray_settings,
+    slurm_settings,
+)
 from launchpad.launch.ray_settings import RaySettings
 from launchpad.launch.resources import Resources
 from launchpad.launch.slurm_settings import SlurmSettings
 from launchpad.program import Program
-
-_DEFAULT_LAUNCH_TYPE = "local_mt"
-_DEFAULT_TERMINATION_NOTICE_SECS = 10.0
-
-
-class LaunchType(str, enum.Enum):
-    """Where a program's nodes run."""
-
-    LOCAL_MULTI_THREADING = "local_mt"
-    LOCAL_MULTI_PROCESSING = "local_mp"
-    TEST_MULTI_THREADING = "test_mt"
-    TEST_MULTI_PROCESSING = "test_mp"
-    SLURM = "slurm"
-    RAY = "ray"
-    KUBERNETES = "kubernetes"
-
 
 # Each launcher module (imported when a launch needs it: `import launchpad`, and every node's
 # process, load no launcher they do not use) has launch(program, controller, **options) and
@@ -73,81 +63,9 @@ def _module(name: str) -> Any:
     return importlib.import_module(f"launchpad.launch.{name}")
 
 
-_SLURM_FLAGS = {"partition": "partition", "account": "account", "qos": "QoS",
-                "time_limit": "time limit (minutes, or D-HH:MM:SS)"}
-
-
-def _slurm_settings(slurm: SlurmSettings | None) -> SlurmSettings | None:
-    """The settings given, else those of the --lp_slurm_* flags, else None (the defaults)."""
-    if slurm is not None:
-        return slurm
-    given = {name: _flag_value(f"lp_slurm_{name}") for name in _SLURM_FLAGS}
-    given = {name: value for name, value in given.items() if value is not None}
-    return SlurmSettings(**given) if given else None
-
-
-def _ray_settings(ray: RaySettings | None) -> RaySettings | None:
-    """The settings given, else those of --lp_ray_address, else None (the defaults)."""
-    if ray is not None:
-        return ray
-    given = _flag_value("lp_ray_address")
-    return RaySettings(address=given) if given else None
-
-
-def _define_flags(flag_values: flags.FlagValues) -> None:
-    flags.DEFINE_string(
-        "lp_launch_type", None,
-        f"How to launch a Launchpad program: {', '.join(t.value for t in LaunchType)}; "
-        f"used when lp.launch() is given no launch_type (default {_DEFAULT_LAUNCH_TYPE}).",
-        flag_values=flag_values)
-    flags.DEFINE_float(
-        "lp_termination_notice_secs", None,
-        "Seconds nodes get to finish after a stop before they are ended "
-        f"(default {_DEFAULT_TERMINATION_NOTICE_SECS:g}).", flag_values=flag_values)
-    flags.DEFINE_string(
-        "lp_bind_address", None,
-        "The interface nodes bind their servers to (default: loopback for local launch "
-        "types; for cluster ones, the interface through which a host reaches the "
-        "controller; 0.0.0.0 binds every interface).", flag_values=flag_values)
-    for name, what in _SLURM_FLAGS.items():
-        flags.DEFINE_string(f"lp_slurm_{name}", None,
-                            f"launch_type=slurm: the job's {what}, when lp.launch() is given "
-                            "no slurm=lp.SlurmSettings(...)", flag_values=flag_values)
-    flags.DEFINE_bool("lp_status", False,
-                      "Local launch types: show a live table of the nodes (their state, "
-                      "restarts, CPU, memory, call rates) while the program runs, when the "
-                      "output is a terminal (needs the `status` extra: rich); under local_mp "
-                      "node output then goes to files.", flag_values=flag_values)
-    flags.DEFINE_string("lp_ray_address", None,
-                        "launch_type=ray: the Ray cluster to join (its head's host:port, or "
-                        "auto), when lp.launch() is given no ray=lp.RaySettings(...); default "
-                        "$RAY_ADDRESS, else a Ray started for the launch",
-                        flag_values=flag_values)
-    flags.DEFINE_integer("lp_dashboard_port", None,
-                         "Serve the program's web dashboard and /metrics on this port of "
-                         "127.0.0.1 (its URL, with a token, is printed at launch), when "
-                         "lp.launch() is given no dashboard_port; 0 or unset: none",
-                         flag_values=flag_values)
-
-
-# Defining is not parsing: the flags exist so that `app.run` accepts them on the command line.
-if "lp_launch_type" not in flags.FLAGS:
-    _define_flags(flags.FLAGS)
-
-
-def _flag_value(name: str) -> Any:
-    """Reads a launch flag now: from the app's parsed flags, else straight from sys.argv."""
-    if flags.FLAGS.is_parsed():
-        return flags.FLAGS[name].value
-    own = flags.FlagValues()
-    _define_flags(own)
-    own(sys.argv[:1] + [a for a in sys.argv[1:] if a.startswith("--lp_")], known_only=True)
-    return own[name].value
-
-
 def _launch_type(launch_type: LaunchType | str | None) -> LaunchType:
     if launch_type is None:
-        launch_type = _flag_value("lp_launch_type") or _DEFAULT_LAUNCH_TYPE
+        launch_type = flag_value("lp_launch_type") or DEFAULT_LAUNCH_TYPE
     try:
         launch_type = LaunchType(launch_type)
     except ValueError:
@@ -208,6 +126,7 @@ def launch(programs: Program | Sequence[Program],
            kubernetes: KubernetesSettings | None = None,
            tls: TLS | bool | None = None,
            liveness_timeout_secs: float = 10.0,
+           startup_timeout_secs: float | None = None,
            detach: bool = False,
            status: bool | None = None,
            dashboard_port: int | None = None) -> Controller | list[Controller]:
@@ -244,6 +163,11 @@ def launch(programs: Program | Sequence[Program],
         the `cryptography` package); the token stays required either way.
       liveness_timeout_secs: a node process whose heartbeats stop this long (its host lost,
         its process frozen) fails, or is restarted by its group's policy (default 10).
+      startup_timeout_secs: a node whose process (Ray: actor) was made this long ago and
+        has not yet reported that it started - its interpreter or an import at start-up
+        hangs, the resources it needs never become free - fails, named, or is restarted by
+        its group's policy (default 600; a Slurm job's wait in the queue does not count).
+        Under kubernetes: lp.KubernetesSettings(startup_timeout_secs=...).
       detach: put the controller inside the cluster (under slurm: the job's batch step;
         under ray: a detached actor) and return at once a controller whose `run_id`
         `lp.attach(run_id)` reconnects to later; the program outlives the launching process.
@@ -267,7 +191,7 @@ def launch(programs: Program | Sequence[Program],
     launch_type = _launch_type(launch_type)
     launcher = _module(_LAUNCHERS[launch_type])
     show_status = live_status.wanted(
-        bool(_flag_value("lp_status") if status is None else status)
+        bool(flag_value("lp_status") if status is None else status)
         and launch_type in (LaunchType.LOCAL_MULTI_THREADING, LaunchType.LOCAL_MULTI_PROCESSING))
     if show_status and terminal is None and launch_type is LaunchType.LOCAL_MULTI_PROCESSING:
         terminal = terminals.OUTPUT_TO_FILES  # the table owns the terminal
@@ -275,10 +199,10 @@ def launch(programs: Program | Sequence[Program],
     options = {"test_case": test_case, "serialize_py_nodes": serialize_py_nodes,
                "local_resources": local_resources, "terminal": terminal,
                "resources": resources,
-               "slurm": _slurm_settings(slurm) if launch_type is LaunchType.SLURM else slurm,
-               "ray": _ray_settings(ray) if launch_type is LaunchType.RAY else ray,
+               "slurm": slurm_settings(slurm) if launch_type is LaunchType.SLURM else slurm,
+               "ray": ray_settings(ray) if launch_type is LaunchType.RAY else ray,
                "kubernetes": kubernetes,
-               "bind_address": _flag_value("lp_bind_address")}
+               "bind_address": flag_value("lp_bind_address")}
     detach = detach or launch_type in _ALWAYS_DETACHED
     if detach and launch_type not in _DETACHED:
         raise ValueError(f"detach=True needs a cluster launch type "
@@ -291,6 +215,8 @@ def launch(programs: Program | Sequence[Program],
         _check_local_resources(program, local_resources)
         resources_lib.per_group(list(program.groups), program.name, resources)
     dashboard = _dashboard_port(dashboard_port, len(checked), detach)
+    timing = clocks(launch_type, termination_notice_secs, liveness_timeout_secs,
+                    startup_timeout_secs)
     tls = _tls(tls)
     if detach:
         host = ""  # the controller is made inside the cluster, where it runs
@@ -298,19 +224,13 @@ def launch(programs: Program | Sequence[Program],
         host = launcher.controller_host(**options)
     else:
         host = "127.0.0.1"
-    if termination_notice_secs is None:
-        termination_notice_secs = (_flag_value("lp_termination_notice_secs")
-                                   or _DEFAULT_TERMINATION_NOTICE_SECS)
     controllers: list = []
     for program in checked:
         if detach:  # the controller runs in the cluster; so does the program
             controllers.append(_module(_DETACHED[launch_type]).launch(
-                program, options, termination_notice_secs=termination_notice_secs,
-                liveness_timeout_secs=liveness_timeout_secs, tls=tls))
+                program, options, tls=tls, **timing))
             continue
-        controller = Controller(program, termination_notice_secs=termination_notice_secs,
-                                liveness_timeout_secs=liveness_timeout_secs, host=host,
-                                tls=tls)
+        controller = Controller(program, host=host, tls=tls, **timing)
         controller.launch_type = launch_type.value
         context.link_launch(program, controller.launcher_context)
         interrupts.watch(controller)
@@ -353,7 +273,7 @@ def _dashboard_port(port: int | None, programs: int, detach: bool) -> tuple[int,
     """The dashboard's port and what asked for it (for errors), or None for no dashboard."""
     origin = f"dashboard_port={port!r}"
     if port is None:
-        port = _flag_value("lp_dashboard_port")
+        port = flag_value("lp_dashboard_port")
         origin = f"--lp_dashboard_port={port}"
     if not port:
         return None

@@ -21,6 +21,8 @@ from launchpad.program import Program
 class ThreadWorker:
     """A node running in a thread of this process."""
 
+    spawned_at = None  # its runner reports the start before any of the node's code runs
+
     def __init__(self, controller: Controller, node: Node):
         self.name = node.name
         self._controller = controller

@@ -7,6 +7,8 @@ A `NodeProcess` is one node's process as its launcher sees it (an `ending.NodeWo
     exits    -> on_exit(process): its exit code (the node itself reports why to the controller;
                 a colocated child, to its parent through a failure report)
     terminate() / kill() -> SIGTERM / SIGKILL to the whole process group
+    ended    -> whatever is left in its process group is killed (a node killed from outside
+                could not end what it started)
 
 Spawners: a fresh interpreter (`python -m launchpad.launch`), or a fork of the launch's
 fork server (fork_server.py), which has the core already imported and starts a node in
@@ -17,6 +19,7 @@ fresh one.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
 import os
 import shutil
@@ -24,6 +27,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -142,6 +146,7 @@ class NodeProcess:
         self._pid: concurrent.futures.Future | None = None
         self.returncode: int | None = None
         self.ended_by_launcher = False
+        self.spawned_at: float | None = None  # when the current run's process was made
         self._start_error = ""
 
     @property
@@ -158,6 +163,7 @@ class NodeProcess:
             self._ended.clear()
             self.returncode = None
             self.ended_by_launcher = False
+            self.spawned_at = None  # (before the attempt: see Supervisor._never_came_up)
             self.attempt += 1
             if self.report_path and os.path.exists(self.report_path):
                 os.unlink(self.report_path)
@@ -181,12 +187,16 @@ class NodeProcess:
     restart = start
 
     def _check_started(self, pid: concurrent.futures.Future) -> None:
-        """A process that could not be started has ended, as far as anyone waits for it."""
+        """A process that could not be started has ended, as far as anyone waits for it; one
+        that was started is timed until its runner reports (Supervisor's startup timeout)."""
         if pid.exception() is not None:
             self._start_error = f"could not start: {pid.exception()}"
             self._exited(EXIT_NOT_STARTED)
+        else:
+            self.spawned_at = time.monotonic()
 
     def _exited(self, returncode: int) -> None:
+        self._end_group()
         with self._lock:
             self.returncode = returncode
             self._ended.set()
@@ -195,6 +205,15 @@ class NodeProcess:
                 self._on_exit(self)
             except Exception:  # noqa: BLE001 - the thread that reports exits must go on
                 logging.exception("Reporting the exit of node %s failed", self.name)
+
+    def _end_group(self) -> None:
+        """Ends what the node started and left in its process group: a runner ends its
+        node's descendants when it exits, but a node killed (SIGKILL, a crash) cannot."""
+        started = self._pid
+        if not self._own_group or started is None or not started.done() or started.exception():
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):  # nothing is left
+            os.killpg(started.result(), signal.SIGKILL)
 
     def wait(self, timeout: float | None = None) -> int | None:
         """Waits up to `timeout` seconds; the exit code once ended, else None."""

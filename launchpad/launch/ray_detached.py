@@ -64,11 +64,12 @@ class ControllerActor:
     """The program's controller, as a detached actor (see the module doc)."""
 
     def __init__(self, program: bytes, options: dict[str, Any], termination_notice_secs: float,
-                 liveness_timeout_secs: float, tls: TLS | None):
+                 liveness_timeout_secs: float, startup_timeout_secs: float, tls: TLS | None):
         self._program: Program = cloudpickle.loads(program)
         self._options = options
         self._grace = termination_notice_secs
         self._liveness = liveness_timeout_secs
+        self._startup = startup_timeout_secs
         self._tls = tls
         self._outcome: tuple | None = None
         self._ended = threading.Event()
@@ -81,6 +82,7 @@ class ControllerActor:
         gcs_host = ray.get_runtime_context().gcs_address.rsplit(":", 1)[0]
         controller = Controller(self._program, termination_notice_secs=self._grace,
                                 liveness_timeout_secs=self._liveness,
+                                startup_timeout_secs=self._startup,
                                 host=address.routed_host(gcs_host), tls=self._tls)
         controller.launch_type, controller.run_id = "ray", run_id
         ray_launcher.launch(self._program, controller, **self._options)
@@ -112,7 +114,8 @@ class ControllerActor:
 
 
 def launch(program: Program, options: dict[str, Any], *, termination_notice_secs: float,
-           liveness_timeout_secs: float, tls: TLS | None) -> RayRemoteController:
+           liveness_timeout_secs: float, startup_timeout_secs: float,
+           tls: TLS | None) -> RayRemoteController:
     """Starts the program's controller as a detached actor, which launches the program."""
     settings: RaySettings = options["ray"] or RaySettings()
     try:
@@ -125,7 +128,8 @@ def launch(program: Program, options: dict[str, Any], *, termination_notice_secs
     kept = {k: options[k] for k in ("resources", "ray", "local_resources", "bind_address")}
     try:
         record = _start_controller(program.name, run_id, settings, pickled, kept,
-                                   termination_notice_secs, liveness_timeout_secs, tls)
+                                   (termination_notice_secs, liveness_timeout_secs,
+                                    startup_timeout_secs), tls)
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)  # no run: no record of one
         raise
@@ -134,9 +138,10 @@ def launch(program: Program, options: dict[str, Any], *, termination_notice_secs
 
 
 def _start_controller(program_name: str, run_id: str, settings: RaySettings, pickled: bytes,
-                      options: dict[str, Any], termination_notice_secs: float,
-                      liveness_timeout_secs: float, tls: TLS | None) -> _Record:
-    """Starts the controller's actor and, through it, the program; the run's record."""
+                      options: dict[str, Any], clocks: tuple[float, float, float],
+                      tls: TLS | None) -> _Record:
+    """Starts the controller's actor and, through it, the program; the run's record.
+    `clocks`: the grace period, the liveness and the startup timeouts."""
     import ray
     gcs = ray_connection.connect(settings)
     ray_connection.hold()
@@ -145,7 +150,7 @@ def _start_controller(program_name: str, run_id: str, settings: RaySettings, pic
             name=f"launchpad-{run_id}", namespace=NAMESPACE, lifetime="detached",
             num_cpus=0, max_concurrency=4, max_restarts=0,
             **({"runtime_env": dict(settings.runtime_env)} if settings.runtime_env else {})
-        ).remote(pickled, options, termination_notice_secs, liveness_timeout_secs, tls)
+        ).remote(pickled, options, *clocks, tls)
         try:
             controller_address, token = ray.get(actor.start.remote(run_id),
                                                 timeout=_START_TIMEOUT_SECS)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -74,6 +75,7 @@ class RayNodeWorker:
         self.attempt = -1
         self.returncode: int | None = None
         self.ended_by_launcher = False
+        self.spawned_at: float | None = None  # when the current run's actor was asked for
         self._spec = node_spec
         self._make_actor = make_actor
         self._on_exit = on_exit
@@ -95,8 +97,12 @@ class RayNodeWorker:
                 raise LaunchError(f"Node {self.name} cannot start: its program has ended")
             self._ended.clear()
             self.returncode, self.ended_by_launcher, self._death = None, False, ""
+            self.spawned_at = None  # (before the attempt: see Supervisor._never_came_up)
             self.attempt += 1
             self._actor = self._make_actor()
+            # Timed from here: an actor Ray cannot place (its resources never free) never
+            # starts its run, and nothing else would say so.
+            self.spawned_at = time.monotonic()
             result = self._actor.run.remote(self._spec)
             waiter = threading.Thread(target=self._wait, args=(self._actor, result),
                                       daemon=True, name=f"lp-ray-{self.name}")

@@ -268,10 +268,16 @@ class SrunSpawner:
                 for fd in set(stdio):
                     os.close(fd)
             started.set_result(popen.pid)
-            on_exit(popen.wait())
+            on_exit(_as_local_exit(popen.wait()))
 
         threading.Thread(target=start, daemon=True, name=f"lp-srun-{name}").start()
         return started
+
+
+def _as_local_exit(code: int) -> int:
+    """srun's exit status as a process of this host's: srun reports a task killed by signal
+    N as 128 + N (its documented convention), a process here as -N."""
+    return -(code - 128) if 128 < code <= 128 + 64 else code
 
 
 def components_of(program: Program, needs: dict[str, Resources]) -> list[tuple[Resources, int]]:

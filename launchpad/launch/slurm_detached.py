@@ -51,10 +51,12 @@ class _LaunchSpec:
     termination_notice_secs: float
     liveness_timeout_secs: float
     tls: TLS | None
+    startup_timeout_secs: float
 
 
 def launch(program: Program, options: dict[str, Any], *, termination_notice_secs: float,
-           liveness_timeout_secs: float, tls: TLS | None) -> SlurmRemoteController:
+           liveness_timeout_secs: float, startup_timeout_secs: float,
+           tls: TLS | None) -> SlurmRemoteController:
     """Submits the job whose batch step is the program's controller."""
     settings = options["slurm"] or slurm.SlurmSettings()
     needs = resources_lib.per_group(list(program.groups), program.name, options["resources"])
@@ -68,7 +70,8 @@ def launch(program: Program, options: dict[str, Any], *, termination_notice_secs
     kept = {k: options[k] for k in ("resources", "slurm", "local_resources", "terminal",
                                     "bind_address")}
     private_files.write_private(path, pickle.dumps(_LaunchSpec(
-        pickled, kept, termination_notice_secs, liveness_timeout_secs, tls)))
+        pickled, kept, termination_notice_secs, liveness_timeout_secs, tls,
+        startup_timeout_secs)))
     job = slurm.SlurmJob.submit(program.name, slurm.components_of(program, needs), settings,
                                 run_dir, [sys.executable, "-m", "launchpad.launch",
                                           "--control", path])
@@ -125,6 +128,7 @@ def run_controller(path: str) -> int:
     controller = Controller(
         program, termination_notice_secs=launch_spec.termination_notice_secs,
         liveness_timeout_secs=launch_spec.liveness_timeout_secs,
+        startup_timeout_secs=launch_spec.startup_timeout_secs,
         host=address.routed_host(slurm.slurmctld_address()), tls=launch_spec.tls)
     controller.launch_type = "slurm"
     run_dir = os.path.dirname(path)
@@ -215,7 +219,8 @@ class SlurmRemoteController(RemoteController):
         self._job.cancel()
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Blocks until the program has ended; False if `timeout` seconds passed first.
+        """Blocks until the program has ended, and its job with it (the batch step ends
+        right after it writes the outcome); False if `timeout` seconds passed first.
 
         Raises:
           NodeFailedError: a node failed (the first one), with its traceback.
@@ -224,12 +229,13 @@ class SlurmRemoteController(RemoteController):
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             outcome = self._read("outcome")
-            if outcome is not None:
+            alive = self._job.alive()
+            if outcome is not None and not alive:
                 self.failure, self.stop_reason = outcome[:2]
                 if self.failure is not None:
                     raise self.failure
                 return True
-            if not self._job.alive():
+            if not alive and outcome is None:
                 if self._killed:
                     return True
                 if self._read("outcome") is None:

@@ -9,7 +9,11 @@ say how a run of a unit ended, and the supervisor joins them::
     its launcher:                          worker_ended(worker): the thread returned, the
                                            process exited (code or signal), the step ended
     liveness (this module):                no heartbeat for `liveness_timeout_secs`: the run
-                                           is lost (its host, a SIGKILL on another machine)
+                                           is lost (its host, a SIGKILL on another machine);
+                                           no node_started within `startup_timeout_secs` of
+                                           its worker's `spawned_at`: the run never came up
+                                           (an interpreter or import that hangs at start-up,
+                                           an actor whose resources never become free)
 
 A run ends when its worker ends (or it is declared lost); its reason is the one the node
 reported, else what the launcher saw. Then: finished -> the unit is done (all done: the
@@ -49,17 +53,21 @@ class Supervisor:
       stop: starts the program's stop sequence.
       liveness_timeout_secs: how long a run that heartbeats may go silent.
       book: where each unit's state is written for the program's status.
+      startup_timeout_secs: how long a run's process (or actor) may take, once made, to
+        report that it started.
     """
 
     def __init__(self, program_name: str, units: set[NodeKey], restart_policies: dict,
                  registry: AddressRegistry, stop: Callable[[], None],
-                 liveness_timeout_secs: float, book: NodeBook):
+                 liveness_timeout_secs: float, book: NodeBook,
+                 startup_timeout_secs: float):
         self._program = program_name
         self._book = book
         self._policies = restart_policies
         self._registry = registry
         self._stop = stop
         self._liveness_timeout = liveness_timeout_secs
+        self._startup_timeout = startup_timeout_secs
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._running = set(units)
@@ -155,14 +163,15 @@ class Supervisor:
     # --- liveness -------------------------------------------------------------------------
 
     def _watch_liveness(self) -> None:
-        period = min(1.0, self._liveness_timeout / 4)
+        period = min(1.0, self._liveness_timeout / 4, self._startup_timeout / 4)
         while not self._closed.wait(period):  # a clock, not a wait for an event
             now = time.monotonic()
             with self._lock:
                 silent = [u for u, at in self._heartbeats.items()
                           if now - at > self._liveness_timeout and u in self._running]
+                unstarted = [u for u in self._running if self._never_came_up(u, now)]
                 lost = []
-                for unit in silent:
+                for unit in silent + unstarted:
                     worker = self._workers.get(unit)
                     if worker is None:
                         continue
@@ -172,10 +181,28 @@ class Supervisor:
             for worker in lost:
                 threading.Thread(target=worker.kill, daemon=True,
                                  name=f"lp-kill-{worker.name}").start()
-                self._failed(_key(worker.name),
-                             f"stopped answering: no heartbeat for "
-                             f"{self._liveness_timeout:g}s (its host may be lost, or its "
-                             "process frozen)")
+                if _key(worker.name) in unstarted:
+                    reason = (f"did not start within startup_timeout_secs="
+                              f"{self._startup_timeout:g}: its runner never reported to the "
+                              "controller (its interpreter or an import at start-up hangs, "
+                              "or the resources it needs never become free)")
+                else:
+                    reason = (f"stopped answering: no heartbeat for "
+                              f"{self._liveness_timeout:g}s (its host may be lost, or its "
+                              "process frozen)")
+                self._failed(_key(worker.name), reason)
+
+    def _never_came_up(self, unit: NodeKey, now: float) -> bool:
+        """Whether the unit's current run was made (its worker's `spawned_at`) longer than
+        the startup timeout ago and has not reported that it started (lock held)."""
+        worker = self._workers.get(unit)
+        if worker is None or unit in self._instances:
+            return False
+        attempt = worker.attempt  # read before spawned_at: a restart resets it first
+        if self._concluded.get(unit, -1) >= attempt:
+            return False  # that run has ended (a restart may be due)
+        spawned_at = worker.spawned_at
+        return spawned_at is not None and now - spawned_at > self._startup_timeout
 
     def _forget_run(self, unit: NodeKey) -> None:
         self._instances.pop(unit, None)

@@ -247,7 +247,10 @@ class SlurmCluster:
             f"SlurmdLogFile={self._path('log', 'slurmd-%n.log')}",
             "SlurmctldDebug=info",
             "SlurmdDebug=info",
-            "ProctrackType=proctrack/linuxproc",
+            # What a step started is the step's, as under proctrack/cgroup (which needs a
+            # cgroup filesystem the namespaces lack): its process group keeps a process that
+            # lost its parent, where linuxproc (by parentage) would let it escape the step.
+            "ProctrackType=proctrack/pgid",
             "TaskPlugin=task/none",
             "MpiDefault=none",
             "SelectType=select/cons_tres",

@@ -12,6 +12,8 @@ PROCESS_LAUNCH_TYPES = ["local_mp", "test_mp"]
 # slurm and ray run on the session's test clusters (tests/cluster), on simulated hosts.
 CLUSTER_LAUNCH_TYPES = ["slurm", "ray"]
 LAUNCH_TYPES = THREAD_LAUNCH_TYPES + PROCESS_LAUNCH_TYPES + CLUSTER_LAUNCH_TYPES
+# Every launcher whose nodes are processes of their own: on this host, and on a cluster's.
+NODE_PROCESS_LAUNCH_TYPES = ["local_mp", *CLUSTER_LAUNCH_TYPES]
 
 
 @pytest.fixture
@@ -66,6 +68,7 @@ def _launcher(launch_type, request):
         controllers.append(controller)
         return controller
 
+    launch.launch_type = launch_type
     return launch, controllers
 
 
@@ -93,6 +96,16 @@ def launch(request, cluster_first, no_leaked_threads, no_leaked_processes):
 def launch_local(request, cluster_first, no_leaked_threads, no_leaked_processes):
     """As `launch`, under local_mt and local_mp: for programs expected to fail, whose failure a
     test_* launcher would turn into a failed test."""
+    launch, controllers = _launcher(request.param, request)
+    yield launch
+    _stop_all(controllers, failures_expected=True)
+
+
+@pytest.fixture
+def launch_failing(request, cluster_first, no_leaked_threads, no_leaked_processes):
+    """As `launch`, under the launch types a test names (`@pytest.mark.parametrize(
+    "launch_failing", [...], indirect=True)`), for programs expected to fail; the function
+    says which (`launch_failing.launch_type`)."""
     launch, controllers = _launcher(request.param, request)
     yield launch
     _stop_all(controllers, failures_expected=True)

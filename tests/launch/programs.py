@@ -1,8 +1,9 @@
 """Launching processes driven by the process tests: `python -m tests.launch.programs KIND`.
 
-`python -m tests.launch.programs KIND [GRACE]` (termination_notice_secs, default 60).
-Each launches a local_mp program, prints `ready <pid> <pid> ...` (the node pids) once every
-node answers, and then waits for the program to stop; `Program stopped` is printed after.
+`python -m tests.launch.programs KIND [GRACE [LAUNCH_TYPE]]` (termination_notice_secs, default
+60; local_mp by default). Each launches a program, prints `ready <pid> <pid> ...` (the pids of
+the nodes' processes: on this host, and on a cluster's hosts, which share its pids) once
+every node answers, and then waits for the program to stop; `Program stopped` is printed after.
 
     stubborn   one node that ignores the stop and SIGTERM (termination_notice_secs=grace)
     polite     one node that ends when the program stops
@@ -44,13 +45,14 @@ class Stubborn:
         threading.Event().wait()  # never returns by itself
 
 
-def main(kind: str, grace: float) -> None:
+def main(kind: str, grace: float, launch_type: str) -> None:
     program = lp.Program(kind)
     node = lp.CourierNode({"stubborn": Stubborn, "parent": Parent}.get(kind, Polite))
     handle = program.add_node(node, label=kind)
-    controller = lp.launch(program, launch_type="local_mp", termination_notice_secs=grace)
+    controller = lp.launch(program, launch_type=launch_type, termination_notice_secs=grace)
     assert handle.dereference().ping() == "pong"
-    print("ready", *controller.pids().values(), flush=True)
+    pids = {*controller.pids().values(), *controller.node_pids().values()}
+    print("ready", *sorted(pids), flush=True)
     if kind == "parent":
         print("child", handle.dereference().child_pid(), flush=True)
     controller.wait()
@@ -58,4 +60,5 @@ def main(kind: str, grace: float) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], float(sys.argv[2]) if len(sys.argv) > 2 else 60.0)
+    main(sys.argv[1], float(sys.argv[2]) if len(sys.argv) > 2 else 60.0,
+         sys.argv[3] if len(sys.argv) > 3 else "local_mp")

@@ -385,12 +385,21 @@ def test_launch_type_from_the_command_line_flag(monkeypatch, no_leaked_threads):
     ({"launch_type": "nope"}, "Unknown launch_type 'nope'"),
     ({"launch_type": "test_mp"}, "needs test_case="),
     ({"launch_type": "local_mt", "local_resources": {"ghost": {}}}, "groups \\['ghost'\\]"),
+    ({"launch_type": "local_mt", "startup_timeout_secs": 0}, "startup_timeout_secs must be"),
 ])
 def test_bad_launch_arguments_are_named(kwargs, message):
     program = lp.Program("p")
     program.add_node(lp.PyNode(int), label="noop")
     with pytest.raises(ValueError, match=message):
         lp.launch(program, **kwargs)
+
+
+def test_a_pods_start_is_timed_by_the_kubernetes_settings_not_the_launch():
+    from launchpad.launch import launch_options
+    with pytest.raises(ValueError, match=r"KubernetesSettings\(startup_timeout_secs="):
+        launch_options.clocks(lp.LaunchType.KUBERNETES, None, 10.0, 60.0)
+    assert "startup_timeout_secs" not in launch_options.clocks(lp.LaunchType.KUBERNETES, 1.0,
+                                                               10.0, None)
 
 
 def test_an_empty_program_cannot_be_launched():

@@ -1,5 +1,6 @@
 """What only process launchers do: exit codes and signals, killing, orphans, Ctrl+C,
-per-group process settings, terminals; and restarts, under every local launcher."""
+per-group process settings, terminals. A node's process that exits, is killed, ignores the stop
+or outlives its killed launcher is tested under local_mp, slurm and ray (tests/FAULTS.md)."""
 
 import os
 import pathlib
@@ -7,11 +8,13 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import pytest
 
 import launchpad as lp
+from tests.launch.conftest import CLUSTER_LAUNCH_TYPES, NODE_PROCESS_LAUNCH_TYPES
 from tests.launch.helpers import TIMEOUT
 from tests.processes import live_descendants
 
@@ -23,34 +26,68 @@ class Pid:
         return os.getpid()
 
 
+class Parent(Pid):
+    """Serves its pid and its child's (a process it started)."""
+
+    def __init__(self):
+        self._child = subprocess.Popen(["sleep", "600"])
+
+    def child_pid(self):
+        return self._child.pid
+
+
 def _exit_with(code):
     os._exit(code)
 
 
-def test_a_node_killed_by_a_signal_fails_the_program_naming_it(launch_mp_local):
-    program = lp.Program("killed")
-    handle = program.add_node(lp.CourierNode(Pid), label="victim")
-    program.add_node(lp.CourierNode(Pid), label="bystander")
-    controller = launch_mp_local(program)
-    os.kill(handle.dereference().pid(), signal.SIGKILL)
-    with pytest.raises(lp.NodeFailedError, match="victim/0") as info:
+def _wait_for_end(controller, name):
+    with pytest.raises(lp.NodeFailedError, match=name) as info:
         controller.wait(TIMEOUT)
-    assert "killed by signal SIGKILL" in info.value.reason
+    return info.value
+
+
+# Each launcher's word for a node's process killed by SIGKILL (srun's, as a local one's).
+_KILLED = {"local_mp": "killed by signal SIGKILL", "slurm": "killed by signal SIGKILL",
+           "ray": "its Ray actor died"}
+
+
+@pytest.mark.parametrize("launch_failing", NODE_PROCESS_LAUNCH_TYPES, indirect=True)
+def test_a_node_killed_by_a_signal_fails_the_program_naming_it_and_takes_its_child(
+        launch_failing):
+    program = lp.Program("killed")
+    handle = program.add_node(lp.CourierNode(Parent), label="victim")
+    program.add_node(lp.CourierNode(Pid), label="bystander")
+    controller = launch_failing(program)
+    victim = handle.dereference()
+    child = victim.child_pid()
+    os.kill(victim.pid(), signal.SIGKILL)  # on its host (a network namespace: same pids)
+    failure = _wait_for_end(controller, "victim/0")
+    assert _KILLED[launch_failing.launch_type] in failure.reason
     assert controller.exit_codes()["victim/0"] == -signal.SIGKILL
+    assert _wait_gone([child], TIMEOUT), "what the killed node started outlived it"
 
 
-def test_a_node_exiting_non_zero_fails_the_program_with_its_code(launch_mp_local):
+# Ray does not say how an actor's process ended, only that it died.
+_EXITED_3 = {"local_mp": "exited with code 3", "slurm": "exited with code 3",
+             "ray": "its Ray actor died"}
+
+
+@pytest.mark.parametrize("launch_failing", NODE_PROCESS_LAUNCH_TYPES, indirect=True)
+def test_a_node_exiting_non_zero_fails_the_program_with_its_code(launch_failing):
     program = lp.Program("exits")
     program.add_node(lp.PyNode(_exit_with, 3), label="quitter")
     program.add_node(lp.CourierNode(Pid), label="bystander")
-    controller = launch_mp_local(program)
-    with pytest.raises(lp.NodeFailedError, match="quitter/0.*exited with code 3"):
-        controller.wait(TIMEOUT)
+    controller = launch_failing(program)
+    failure = _wait_for_end(controller, "quitter/0")
+    assert _EXITED_3[launch_failing.launch_type] in failure.reason
 
 
 class IgnoresStop:
     def __init__(self):
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # as TensorFlow workers do
+        # As TensorFlow workers do; a Ray actor's code runs off the main thread, where no
+        # signal can be set (and Ray's end of an actor sends none).
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
     def pid(self):
         return os.getpid()
@@ -59,14 +96,16 @@ class IgnoresStop:
         time.sleep(3600)
 
 
-def test_a_node_ignoring_stop_and_sigterm_is_killed_after_the_grace_period(launch_mp_local):
+@pytest.mark.parametrize("launch_failing", NODE_PROCESS_LAUNCH_TYPES, indirect=True)
+def test_a_node_ignoring_stop_and_sigterm_is_killed_after_the_grace_period(launch_failing):
     program = lp.Program("stubborn")
     handle = program.add_node(lp.CourierNode(IgnoresStop), label="stubborn")
-    controller = launch_mp_local(program, termination_notice_secs=0.2)
-    handle.dereference().pid()
+    controller = launch_failing(program, termination_notice_secs=0.2)
+    pid = handle.dereference().pid()
     controller.stop()
-    assert controller.wait(TIMEOUT)
+    assert controller.wait(TIMEOUT)  # not a failure: it was ended by its launcher
     assert controller.exit_codes()["stubborn/0"] == -signal.SIGKILL
+    assert _wait_gone([pid], TIMEOUT)  # (on a cluster: the node's own process, on its host)
 
 
 @pytest.mark.parametrize("attempt", range(3))
@@ -81,12 +120,14 @@ def test_a_kill_right_after_launch_reaches_nodes_still_starting(attempt, launch_
     assert set(controller.exit_codes().values()) == {-signal.SIGKILL}
 
 
-def _run_launcher(kind, grace=60):
-    launcher = subprocess.Popen([sys.executable, "-m", "tests.launch.programs", kind, str(grace)],
-                                cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True)
-    line = launcher.stdout.readline()
-    assert line.startswith("ready"), line
+def _run_launcher(kind, grace=60, launch_type="local_mp"):
+    launcher = subprocess.Popen([sys.executable, "-m", "tests.launch.programs", kind, str(grace),
+                                 launch_type], cwd=ROOT, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+    line = "-"
+    while line and not line.startswith("ready"):  # (a cluster launcher may log first)
+        line = launcher.stdout.readline()
+    assert line.startswith("ready"), "the launcher ended before its program was ready"
     return launcher, [int(pid) for pid in line.split()[1:]]
 
 
@@ -100,14 +141,29 @@ def _wait_gone(pids, timeout):
     return False
 
 
-@pytest.mark.usefixtures("no_leaked_processes")
-def test_nodes_of_a_killed_launcher_exit_by_themselves():
-    launcher, pids = _run_launcher("polite")
+@pytest.mark.parametrize("launch_type", NODE_PROCESS_LAUNCH_TYPES)
+def test_nodes_of_a_killed_launcher_exit_by_themselves(launch_type, request, cluster_first,
+                                                       no_leaked_processes, monkeypatch):
+    if launch_type in CLUSTER_LAUNCH_TYPES:  # the launcher finds the session's cluster
+        for name, value in request.getfixturevalue(f"{launch_type}_cluster").env.items():
+            monkeypatch.setenv(name, value)
+    launcher, pids = _run_launcher("polite", 60, launch_type)
     launcher.kill()
     launcher.wait()
     launcher.stdout.close()
-    # The nodes notice their controller is gone, stop, and exit within the grace period.
-    assert _wait_gone(pids, 60 + 10)
+    # The nodes notice their controller is gone, stop, and exit (long before the grace period
+    # is over); Ray ends the actors of a driver that died, Slurm the job whose holder ended.
+    assert _wait_gone(pids, TIMEOUT)
+    if launch_type == "slurm":
+        deadline = time.monotonic() + TIMEOUT
+        while _slurm_jobs_named("polite") and time.monotonic() < deadline:
+            time.sleep(0.2)  # polls squeue: Slurm has no event for a job's end
+        assert not _slurm_jobs_named("polite"), "the job outlived its killed launcher"
+
+
+def _slurm_jobs_named(name):
+    return subprocess.run(["squeue", "-h", "-n", f"lp-{name}", "-o", "%i"], capture_output=True,
+                          text=True, check=True).stdout.split()
 
 
 @pytest.mark.usefixtures("no_leaked_processes")
