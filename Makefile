@@ -3,6 +3,7 @@
 # make test: set up everything and run the whole test suite (and again on Python 3.13 with the
 #            newest TensorFlow, and the Acme acceptance suite).
 # make test-acme: Acme 0.4.0's own Launchpad tests and its distributed agents, run unchanged on ours.
+# make test-examples: the examples' longer runs (ResNet's other modes and its accuracy).
 
 PYENV_ROOT ?= $(shell pyenv root 2>/dev/null || echo $(HOME)/.pyenv)
 PY311 := $(firstword $(wildcard $(PYENV_ROOT)/versions/3.11*/bin/python3.11) $(shell command -v python3.11))
@@ -17,7 +18,7 @@ PIP_FLAGS := --quiet --disable-pip-version-check
 # `tensorflow` extra there) and the `examples` extra on the newest grpcio/protobuf, but no
 # Reverb (none exists for it), so both ends of the supported range are tested.
 
-.PHONY: demo test test-main test-core313 test-acme system-packages lint bench clean
+.PHONY: demo test test-main test-acme-then-313-venv test-examples test-core313 test-acme system-packages lint bench clean
 
 # System packages the tests use, installed when missing: tmux (for the tmux_session terminal);
 # Slurm, munge and iproute2 (for the Slurm cluster on network namespaces of tests/cluster);
@@ -64,16 +65,25 @@ demo: $(VENV)/.installed
 	$(VENV)/bin/python -m examples.d4pg.launch --lp_launch_type=local_mp --max_actor_steps=20000
 
 # The Acme suite (its venv, then programs that mostly wait for TensorFlow and JAX to start)
-# runs beside the main suite (whose tests mostly wait on processes): minutes saved on two
-# cores. The venvs are made one at a time (each editable install writes the checkout's
-# egg-info): the main one first, Acme's beside the main suite, the 3.13 one after both.
+# and then the 3.13 venv are made and run beside the main suite (whose tests mostly wait on
+# processes): minutes saved on two cores. The venvs are made one at a time (each editable
+# install writes the checkout's egg-info): the main one first, then Acme's, then 3.13's.
+# The examples' longer runs (marked long_example: their other modes and their accuracy) are
+# `make test-examples`: the same trainer's modes are tested in every run by
+# tests/launch/test_replicated.py, and the examples' learning by benchmarks/.
 test: system-packages $(VENV)/.installed
-	$(MAKE) -j2 test-main test-acme
+	$(MAKE) -j2 test-main test-acme-then-313-venv
 	$(MAKE) test-core313
 
 test-main: $(VENV)/.installed
 	$(VENV)/bin/ruff check launchpad tests examples benchmarks
-	$(VENV)/bin/python -m pytest -q --durations=15 tests
+	$(VENV)/bin/python -m pytest -q --durations=15 -m "not long_example" tests
+
+test-acme-then-313-venv: test-acme
+	@if [ -n "$(PY313)" ]; then $(MAKE) $(VENV313)/.installed; fi
+
+test-examples: $(VENV)/.installed
+	$(VENV)/bin/python -m pytest -q -m long_example tests/examples
 
 # The suite once more on Python 3.13 with the newest grpcio/protobuf and TensorFlow, when 3.13
 # exists (the replicator, ReplicatedNode and TensorFlow examples on Keras 3; Reverb's tests
@@ -86,9 +96,13 @@ test-main: $(VENV)/.installed
 # so do the examples' longer runs (marked long_example: the same trainer's modes are tested
 # here by tests/launch/test_replicated.py).
 # The tools around the runtime - the CLI, the pictures, the dashboard, the live table - are
-# pure Python with nothing of the Python, grpcio or TensorFlow version in them: main venv only.
+# pure Python with nothing of the Python, grpcio or TensorFlow version in them, and the
+# fault matrix, fuzzing, soak and token checks test the launchers' and courier's own logic
+# (the courier suite itself runs here): main venv only.
 MAIN_VENV_ONLY := tests/cli tests/test_dot.py tests/test_cli_graph.py \
-	tests/launch/test_dashboard.py tests/launch/test_live_status.py
+	tests/launch/test_dashboard.py tests/launch/test_live_status.py tests/fuzz tests/soak \
+	tests/launch/test_faults.py tests/launch/test_token_exposure.py \
+	tests/launch/test_processes.py
 test-core313:
 	@if [ -n "$(PY313)" ]; then \
 	  $(MAKE) $(VENV313)/.installed && \
