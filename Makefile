@@ -18,7 +18,7 @@ PIP_FLAGS := --quiet --disable-pip-version-check
 # `tensorflow` extra there) and the `examples` extra on the newest grpcio/protobuf, but no
 # Reverb (none exists for it), so both ends of the supported range are tested.
 
-.PHONY: demo test test-main test-acme-then-313-venv test-examples test-core313 test-acme system-packages lint bench clean
+.PHONY: demo test test-main test-examples test-core313 test-acme system-packages lint bench clean
 
 # System packages the tests use, installed when missing: tmux (for the tmux_session terminal);
 # Slurm, munge and iproute2 (for the Slurm cluster on network namespaces of tests/cluster);
@@ -65,22 +65,20 @@ demo: $(VENV)/.installed
 	$(VENV)/bin/python -m examples.d4pg.launch --lp_launch_type=local_mp --max_actor_steps=20000
 
 # The Acme suite (its venv, then programs that mostly wait for TensorFlow and JAX to start)
-# and then the 3.13 venv are made and run beside the main suite (whose tests mostly wait on
-# processes): minutes saved on two cores. The venvs are made one at a time (each editable
-# install writes the checkout's egg-info): the main one first, then Acme's, then 3.13's.
+# runs beside the main suite (whose tests mostly wait on processes): minutes saved on two
+# cores. The venvs are made one at a time (each editable install writes the checkout's
+# egg-info): the main one first, Acme's beside the main suite, the 3.13 one after both (made
+# beside the main suite too, it slowed that suite by more than it took).
 # The examples' longer runs (marked long_example: their other modes and their accuracy) are
 # `make test-examples`: the same trainer's modes are tested in every run by
 # tests/launch/test_replicated.py, and the examples' learning by benchmarks/.
 test: system-packages $(VENV)/.installed
-	$(MAKE) -j2 test-main test-acme-then-313-venv
+	$(MAKE) -j2 test-main test-acme
 	$(MAKE) test-core313
 
 test-main: $(VENV)/.installed
 	$(VENV)/bin/ruff check launchpad tests examples benchmarks
 	$(VENV)/bin/python -m pytest -q --durations=15 -m "not long_example" tests
-
-test-acme-then-313-venv: test-acme
-	@if [ -n "$(PY313)" ]; then $(MAKE) $(VENV313)/.installed; fi
 
 test-examples: $(VENV)/.installed
 	$(VENV)/bin/python -m pytest -q -m long_example tests/examples
