@@ -3,6 +3,8 @@
 # make test: set up everything and run the whole test suite (and again on Python 3.13 with the
 #            newest TensorFlow, and the Acme acceptance suite).
 # make test-acme: Acme 0.4.0's own Launchpad tests and its distributed agents, run unchanged on ours.
+# make test-upstream: Launchpad's own tests and examples, from its released wheels, run unchanged
+#            on ours (part of make test: the main suite runs tests/upstream).
 # make test-examples: the examples' longer runs (ResNet's other modes and its accuracy).
 
 PYENV_ROOT ?= $(shell pyenv root 2>/dev/null || echo $(HOME)/.pyenv)
@@ -18,7 +20,8 @@ PIP_FLAGS := --quiet --disable-pip-version-check
 # `tensorflow` extra there) and the `examples` extra on the newest grpcio/protobuf, but no
 # Reverb (none exists for it), so both ends of the supported range are tested.
 
-.PHONY: demo test test-main test-examples test-core313 test-acme system-packages lint bench clean
+.PHONY: demo test test-main test-examples test-upstream test-core313 test-acme system-packages lint \
+	bench clean
 
 # System packages the tests use, installed when missing: tmux (for the tmux_session terminal);
 # Slurm, munge and iproute2 (for the Slurm cluster on network namespaces of tests/cluster);
@@ -83,6 +86,13 @@ test-main: $(VENV)/.installed
 test-examples: $(VENV)/.installed
 	$(VENV)/bin/python -m pytest -q -m long_example tests/examples
 
+# Launchpad's own *_test.py files and examples (dm-launchpad 0.5.2 and its last nightly),
+# downloaded at test time with `pip download --no-deps` into .upstream/ (git-ignored), run
+# unchanged over ours (tests/upstream/exclusions.py: what does not run, and why). The main
+# suite runs them too.
+test-upstream: system-packages $(VENV)/.installed
+	$(VENV)/bin/python -m pytest -q --durations=10 tests/upstream
+
 # The suite once more on Python 3.13 with the newest grpcio/protobuf and TensorFlow, when 3.13
 # exists (the replicator, ReplicatedNode and TensorFlow examples on Keras 3; Reverb's tests
 # skip), with every call on gRPC (LAUNCHPAD_COURIER_TRANSPORT=grpc; the courier suite still
@@ -97,7 +107,9 @@ test-examples: $(VENV)/.installed
 # pure Python with nothing of the Python, grpcio or TensorFlow version in them, and the
 # fault matrix, fuzzing, soak and token checks test the launchers' and courier's own logic
 # (the courier suite itself runs here): main venv only.
-MAIN_VENV_ONLY := tests/cli tests/test_dot.py tests/test_cli_graph.py \
+# Launchpad's own tests (tests/upstream) are written for Python <= 3.10 (assertRaisesRegexp,
+# gone in 3.12) and run where Reverb does: main venv only.
+MAIN_VENV_ONLY := tests/cli tests/test_dot.py tests/test_cli_graph.py tests/upstream \
 	tests/launch/test_dashboard.py tests/launch/test_live_status.py tests/fuzz tests/soak \
 	tests/launch/test_faults.py tests/launch/test_token_exposure.py \
 	tests/launch/test_processes.py
@@ -125,4 +137,4 @@ bench: system-packages $(VENV)/.installed
 	$(VENV)/bin/python -m benchmarks.launch_slurm  # as root: it starts its own Slurm
 
 clean:
-	rm -rf $(VENV) $(VENV313) $(VENV_ACME) *.egg-info test-artifacts
+	rm -rf $(VENV) $(VENV313) $(VENV_ACME) *.egg-info test-artifacts .upstream

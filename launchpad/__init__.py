@@ -6,47 +6,58 @@
     program.add_node(lp.PyNode(client_main, handle), label="client")
     lp.launch(program, launch_type="local_mt").wait()
 
-This module is the public API and nothing else. It imports neither TensorFlow nor Reverb.
+This module is the public API and nothing else: every name of Launchpad's (0.5.2 and its
+last commit), and ours. It imports neither TensorFlow nor Reverb.
 """
 
-from launchpad import courier
-from launchpad.address import Address, get_port_from_address
+from launchpad import context, courier, flags, lazy_loader
+from launchpad.address import (
+    AbstractAddressBuilder,
+    Address,
+    SimpleLocalAddressBuilder,
+    get_port_from_address,
+)
+from launchpad.context import LaunchType, is_local_launch, is_local_launch_or_test
 from launchpad.courier import TLS, batched_handler, list_methods
+from launchpad.flags import LAUNCH_TYPE
 from launchpad.launch.attach import attach
 from launchpad.launch.controller import Controller
-from launchpad.launch.docker import DockerConfig
 from launchpad.launch.errors import (
     KubernetesError,
     LaunchError,
     NodeEndedError,
     NodeFailedError,
     NodeNotReadyError,
+    NodeSerializationError,
     ProgramStoppedError,
     SlurmError,
     UnknownNodeError,
 )
 from launchpad.launch.kubernetes_manifests import kubernetes_manifests
 from launchpad.launch.kubernetes_settings import KubernetesSettings
-from launchpad.launch.launch import LaunchType, launch
-from launchpad.launch.process import PythonProcess
+from launchpad.launch.launch import launch
 from launchpad.launch.ray_settings import RaySettings
 from launchpad.launch.remote import RemoteController
 from launchpad.launch.resources import Resources
 from launchpad.launch.slurm_settings import SlurmSettings
-from launchpad.nodes.base import Deferred, Handle, Node
+from launchpad.nodes.base import Handle, Node
 from launchpad.nodes.cacher import CacherNode, StaleDataError
 from launchpad.nodes.colocation import (
     ColocationError,
     MultiProcessingColocation,
     MultiThreadingColocation,
 )
-from launchpad.nodes.courier import CourierNode
-from launchpad.nodes.python import PyClassNode, PyNode
+from launchpad.nodes.courier.node import CourierClient, CourierHandle, CourierNode
+from launchpad.nodes.dereference import Deferred
+from launchpad.nodes.python.local_multi_processing import PythonProcess
+from launchpad.nodes.python.node import PyClassNode, PyNode
+from launchpad.nodes.python.xm_docker import DockerConfig
 from launchpad.nodes.replicated import ReplicatedNode
-from launchpad.nodes.reverb import ReverbNode
+from launchpad.nodes.reverb.node import ReverbNode
 from launchpad.program import Program, RestartPolicy, make_program
 from launchpad.render import render_program
 from launchpad.stopping import (
+    make_program_stopper,
     register_stop_handler,
     stop,
     stop_event,
@@ -58,19 +69,23 @@ __all__ = [
     # Graph
     "Program", "RestartPolicy", "make_program", "render_program",
     # Nodes and handles
-    "Node", "Handle", "PyNode", "PyClassNode", "CourierNode", "Deferred",
+    "Node", "Handle", "PyNode", "PyClassNode", "CourierNode", "CourierHandle", "CourierClient",
+    "Deferred",
     "MultiThreadingColocation", "MultiProcessingColocation", "ColocationError", "ReverbNode",
     "CacherNode", "StaleDataError", "ReplicatedNode",
     # Courier
     "courier", "batched_handler", "list_methods", "TLS",
     # Launch
-    "launch", "LaunchType", "Controller", "PythonProcess", "DockerConfig", "Resources",
+    "launch", "LaunchType", "LAUNCH_TYPE", "flags", "context", "lazy_loader", "is_local_launch",
+    "is_local_launch_or_test", "Controller", "PythonProcess", "DockerConfig", "Resources",
     "SlurmSettings", "SlurmError", "RaySettings", "KubernetesSettings", "KubernetesError",
     "kubernetes_manifests", "attach", "RemoteController",
-    "LaunchError", "NodeEndedError", "NodeFailedError", "NodeNotReadyError", "ProgramStoppedError",
+    "LaunchError", "NodeEndedError", "NodeFailedError", "NodeNotReadyError",
+    "NodeSerializationError", "ProgramStoppedError",
     "UnknownNodeError",
     # Stop
     "stop", "wait_for_stop", "stop_event", "register_stop_handler", "unregister_stop_handler",
+    "make_program_stopper",
     # Addressing
-    "Address", "get_port_from_address",
+    "Address", "get_port_from_address", "AbstractAddressBuilder", "SimpleLocalAddressBuilder",
 ]

@@ -5,12 +5,26 @@ so two programs in one process never see each other's context). Courier servers 
 node run their handlers in the node's context too. Code outside any node context - a thread
 the user started, or the launching process itself - falls back to the program launched from
 this process, when there is exactly one; otherwise it gets an error that says what to do.
+
+A node may also run outside any launch, as Launchpad's unit tests run one (its addresses
+bound to ports with `Address.bind`, `node.run()` called on a thread): it then runs in a
+*standalone* context, which has no controller. Standalone contexts are the process's own
+(`outside()`: stop handlers registered outside any program land there; it stops when the
+interpreter exits) or a `WorkerManager`'s (launch/worker_manager.py). Courier servers and
+clients made in one use the process's token (`process_token()`), so only this process, or
+processes given the same `LAUNCHPAD_COURIER_TOKEN`, can call them.
+
+Launchpad's names for the launch a node belongs to live here too, where Launchpad had them:
+`LaunchType`, `is_local_launch`, `is_local_launch_or_test` and `get_context()`.
 """
 
 from __future__ import annotations
 
 import contextvars
 import dataclasses
+import enum
+import os
+import secrets
 import threading
 import weakref
 from collections.abc import Callable
@@ -22,6 +36,36 @@ from launchpad import control
 from launchpad.courier import client as courier_client
 from launchpad.courier import server as courier_server
 from launchpad.courier.tls import TLS
+
+
+class LaunchType(str, enum.Enum):
+    """Where a program's nodes run (`lp.launch(launch_type=...)`, `--lp_launch_type`)."""
+
+    LOCAL_MULTI_THREADING = "local_mt"
+    LOCAL_MULTI_PROCESSING = "local_mp"
+    TEST_MULTI_THREADING = "test_mt"
+    TEST_MULTI_PROCESSING = "test_mp"
+    SLURM = "slurm"
+    RAY = "ray"
+    KUBERNETES = "kubernetes"
+    # Launchpad's, for XManager: named so that code testing for them runs; launching with
+    # them is refused with the launch type to use instead (launch/launch.py).
+    LOCAL_DOCKER = "local_docker"
+    VERTEX_AI = "vertex_ai"
+
+
+_LOCAL = (LaunchType.LOCAL_MULTI_THREADING, LaunchType.LOCAL_MULTI_PROCESSING)
+_TEST = (LaunchType.TEST_MULTI_THREADING, LaunchType.TEST_MULTI_PROCESSING)
+
+
+def is_local_launch(launch_type: LaunchType | str) -> bool:
+    """Whether `launch_type` (a LaunchType or its value) is local_mt or local_mp."""
+    return LaunchType(launch_type) in _LOCAL
+
+
+def is_local_launch_or_test(launch_type: LaunchType | str) -> bool:
+    """Whether `launch_type` is local_mt, local_mp, test_mt or test_mp."""
+    return LaunchType(launch_type) in _LOCAL + _TEST
 
 
 class ProcessStarter(Protocol):
@@ -63,6 +107,12 @@ class NodeContext:
     # The courier servers this node made (shared with its colocated children's contexts):
     # their call counters are the node's telemetry.
     servers: list[courier_server.Server] = dataclasses.field(default_factory=list)
+    launch_type: str = ""  # the LaunchType's value ("" for a standalone context)
+
+    @property
+    def standalone(self) -> bool:
+        """Whether this code runs outside any launched program (see the module doc)."""
+        return not self.controller_address
 
     @property
     def name(self) -> str:
@@ -70,7 +120,16 @@ class NodeContext:
 
     @property
     def controller(self) -> control.ControllerClient:
-        """This process's client of the program's controller."""
+        """This process's client of the program's controller.
+
+        Raises:
+          NoContextError: the code runs outside any launched program (standalone).
+        """
+        if self.standalone:
+            raise NoContextError(
+                "This node runs outside any launched program, so it has no controller: "
+                "launch it with lp.launch(), or bind its addresses first (Address.bind, "
+                "launchpad.launch.test_multi_threading.address_builder.bind_addresses)")
         return control.client_for(self.controller_address, self.token, self.tls)
 
     def resolver(self, label: str, index: int, name: str = "") -> control.NodeResolver:
@@ -97,8 +156,12 @@ class NodeContext:
         return f"{host}:{port}"
 
     def request_stop(self) -> None:
-        """Asks the program to stop (nothing to do if it has ended already)."""
-        self.controller.request_stop()
+        """Asks the program to stop (nothing to do if it has ended already); a standalone
+        context stops itself."""
+        if self.standalone:
+            self.notify_stop()
+        else:
+            self.controller.request_stop()
 
     def child(self, label: str, index: int) -> "NodeContext":
         """The context of a node colocated with this one (in its thread or process): the
@@ -216,3 +279,95 @@ def current() -> NodeContext:
         f"Several programs run in this process ({', '.join(names)}) and this thread belongs "
         "to none of them: call controller.stop() on the one you mean, or call this from a "
         "node's own thread")
+
+
+# --- outside any launched program ------------------------------------------------------------
+
+TOKEN_VARIABLE = "LAUNCHPAD_COURIER_TOKEN"
+_process_token: str | None = None
+_outside: NodeContext | None = None
+_outside_lock = threading.Lock()
+
+
+def process_token() -> str:
+    """The token of courier servers and clients made outside any program: $LAUNCHPAD_COURIER_
+    TOKEN if set (processes given the same one can call each other), else a secret of this
+    process made on first use."""
+    global _process_token
+    with _process_lock:
+        if _process_token is None:
+            _process_token = os.environ.get(TOKEN_VARIABLE) or secrets.token_hex(16)
+        return _process_token
+
+
+def standalone(name: str = "standalone") -> NodeContext:
+    """A fresh context for code run outside any launched program (see the module doc)."""
+    return NodeContext(program_name="", label=name, index=0, controller_address="",
+                       token=process_token())
+
+
+def outside() -> NodeContext:
+    """The process's own standalone context: where stop handlers registered outside any
+    program go; stopped (its handlers run) when the interpreter exits."""
+    global _outside
+    with _outside_lock:
+        if _outside is None:
+            _outside = standalone("outside")
+            threading._register_atexit(_outside.notify_stop)  # noqa: SLF001 - before joins
+        return _outside
+
+
+def current_or_outside() -> NodeContext:
+    """The calling code's context, else the process's standalone one."""
+    return current_or_none() or outside()
+
+
+class LaunchContext:
+    """Launchpad's description of a node's launch (`launchpad.context.get_context()`): its
+    launch type, its launch config and a callable that stops its program."""
+
+    def __init__(self):
+        self._initialized = False
+        self._launch_type: LaunchType | None = None
+        self._launch_config: Any = None
+        self._program_stopper: Callable[[], None] | None = None
+
+    def initialize(self, launch_type: LaunchType | str, launch_config: Any,
+                   program_stopper: Callable[[], None] | None = None) -> None:
+        self._launch_type = LaunchType(launch_type)
+        self._launch_config = launch_config
+        self._program_stopper = program_stopper
+        self._initialized = True
+
+    def _checked(self, value: Any) -> Any:
+        if not self._initialized:
+            raise RuntimeError("Launch context is not yet initialized: it is made when a "
+                               "node of a launched program runs")
+        return value
+
+    @property
+    def launch_type(self) -> LaunchType:
+        return self._checked(self._launch_type)
+
+    @property
+    def launch_config(self) -> Any:
+        return self._checked(self._launch_config)
+
+    @property
+    def program_stopper(self) -> Callable[[], None]:
+        return self._checked(self._program_stopper)
+
+
+def get_context() -> LaunchContext:
+    """The launch of the node this code runs in (Launchpad's `context.get_context()`).
+
+    Raises:
+      NoContextError: outside any node of a launched program.
+    """
+    node_context = current()
+    if node_context.standalone:
+        raise NoContextError("launchpad.context.get_context() works in a node of a launched "
+                             "program; this code runs outside any")
+    launch = LaunchContext()
+    launch.initialize(node_context.launch_type, None, node_context.request_stop)
+    return launch

@@ -9,7 +9,7 @@ from __future__ import annotations
 import abc
 import contextlib
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from launchpad import dot
@@ -109,28 +109,36 @@ class Program:
     def add_node(self, node: GraphNode, label: str | None = None) -> Any:
         """Adds `node` to the group `label` (or the open `group()`); returns its handle.
 
+        An object that is no launchpad node but has `create_handle()` (a stand-in, as
+        Launchpad's tests add) is kept as Launchpad kept nodes, and refused at launch.
+
         Raises:
           ValueError: no label and no open group, a label contradicting the open group, or a
             node added twice.
           TypeError: `node` is not a launchpad node.
         """
-        if not isinstance(node, GraphNode):
+        if not isinstance(node, GraphNode) and not callable(getattr(node, "create_handle",
+                                                                    None)):
             raise TypeError(f"Program.add_node expects a launchpad node, got {node!r}; "
                             "wrap functions in lp.PyNode and classes in lp.CourierNode")
         if label is not None and not isinstance(label, str):
             raise TypeError(f"label must be a string, got {label!r}")
         if label and self._current_group and label != self._current_group:
             raise ValueError(
-                f"Label {label!r} does not match the current group {self._current_group!r}: "
-                "inside program.group(...) omit the label or pass the group's own")
+                f"The given label does not match the current group: {label!r} vs "
+                f"{self._current_group!r} (inside program.group(...) omit the label or pass "
+                "the group's own)")
         label = label or self._current_group
         if not label:
-            raise ValueError("Label should not be empty: pass label= to add_node or add the "
+            raise ValueError("Label should not be empty. Pass label= to add_node, or add the "
                              "node inside `with program.group(label):`")
+        group = self._groups.setdefault(label, [])
+        if not isinstance(node, GraphNode):
+            group.append(node)
+            return node.create_handle()
         if node.is_added():
             raise ValueError(f"{node!r} is already in a program (as {node.label!r}); "
                              "create a new node object for each node of the program")
-        group = self._groups.setdefault(label, [])
         for added in [node, *node.companion_nodes()]:
             added.bind_to_program(self, label, len(group))
             group.append(added)
@@ -161,10 +169,11 @@ class Program:
             a failing node stops the program.
         """
         if not isinstance(label, str) or not label:
-            raise ValueError(f"Group label must be a non-empty string, got {label!r}")
+            raise ValueError(f"Label should not be empty. A group's label must be a "
+                             f"non-empty string, got {label!r}")
         if self._current_group is not None:
-            raise ValueError(f"group({label!r}) cannot be nested in group"
-                             f"({self._current_group!r})")
+            raise ValueError(f"group() cannot be nested. group({label!r}) was opened inside "
+                             f"group({self._current_group!r})")
         if restart is not None:
             self.set_restart_policy(label, restart)
         self._current_group = label
@@ -173,8 +182,38 @@ class Program:
         finally:
             self._current_group = None
 
+    @property
+    def current_group(self) -> str:
+        """The label of the open `group()`.
+
+        Raises:
+          ValueError: no group is open.
+        """
+        if self._current_group is None:
+            raise ValueError("Current group is only available in group context.")
+        return self._current_group
+
     def get_all_nodes(self) -> list[GraphNode]:
         return [node for nodes in self._groups.values() for node in nodes]
+
+    def node_keys(self, labels: Sequence[str] | str | None = None) -> set[tuple[str, int]]:
+        """(label, index) of every node of groups `labels` (a label, a list of them; None:
+        every group).
+
+        Raises:
+          TypeError: `labels` is not a label or a list of them.
+          ValueError: a label names no group of the program.
+        """
+        if isinstance(labels, str):
+            labels = [labels]
+        elif labels is not None and not isinstance(labels, (list, tuple, set, frozenset)):
+            raise TypeError(f"Expected a list of group labels, got {labels!r}")
+        unknown = sorted(set(labels or ()) - set(self._groups))
+        if unknown:
+            raise ValueError(f"Program {self._name!r} has no group {', '.join(unknown)}; its "
+                             f"groups: {', '.join(self._groups)}")
+        return {(node.label, node.index) for label in (labels or self._groups)
+                for node in self._groups[label]}
 
     def to_dot(self, *, collapse_at: int | None = 3, legend: bool = True) -> str:
         """The program's picture as Graphviz DOT source: groups as clusters, nodes shaped by

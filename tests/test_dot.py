@@ -205,7 +205,7 @@ class MyNode(lp.Node):
     def create_handle(self):
         return None
 
-    def execute(self):
+    def run(self):
         return None
 
     def default_label(self):

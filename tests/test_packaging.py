@@ -118,11 +118,15 @@ def test_the_build_warns_of_nothing(built: Built):
         built.output
 
 
+# The packages: launchpad, and Launchpad's top-level `courier` (over launchpad's courier).
+PACKAGES = ("launchpad/", "courier/")
+
+
 def test_the_wheel_holds_the_package_and_its_metadata_only(built: Built):
     names = set(zipfile.ZipFile(built.wheel).namelist())
     metadata = f"launchpad_next-{VERSION}.dist-info/"
     package = {name for name in names if not name.startswith(metadata)}
-    assert package == {name for name in built.tracked if name.startswith("launchpad/")}
+    assert package == {name for name in built.tracked if name.startswith(PACKAGES)}
     assert f"{metadata}licenses/LICENSE" in names
     assert f"{metadata}entry_points.txt" in names
 
@@ -131,9 +135,9 @@ def test_the_sdist_holds_the_package_readme_license_and_pyproject(built: Built):
     top = f"launchpad_next-{VERSION}/"
     names = {name.removeprefix(top) for name in tarfile.open(built.sdist).getnames()}
     assert {"README.md", "LICENSE", "pyproject.toml", "PKG-INFO"} <= names
-    assert {name for name in built.tracked if name.startswith("launchpad/")} <= names
+    assert {name for name in built.tracked if name.startswith(PACKAGES)} <= names
     outside = {name.split("/")[0] for name in names} - {
-        "launchpad", "launchpad_next.egg-info", "README.md", "LICENSE", "pyproject.toml",
+        "launchpad", "courier", "launchpad_next.egg-info", "README.md", "LICENSE", "pyproject.toml",
         "MANIFEST.in", "PKG-INFO", "setup.cfg", top.rstrip("/")}
     assert not outside, f"the sdist holds more than the package: {sorted(outside)}"
 
@@ -142,13 +146,15 @@ def test_pip_install_warns_of_no_deprecation(venv: Venv):
     assert "deprecat" not in venv.pip_output.lower(), venv.pip_output
 
 
-def test_launchpad_is_imported_from_the_venv(venv: Venv):
+def test_launchpad_and_courier_are_imported_from_the_venv(venv: Venv):
     result = _run([str(venv.bin / "python"), "-c",
-                   "import launchpad, sysconfig; print(launchpad.__file__); "
-                   "print(sysconfig.get_paths()['purelib'])"], cwd=venv.home)
+                   "import courier, launchpad, sysconfig; print(launchpad.__file__); "
+                   "print(courier.__file__); print(sysconfig.get_paths()['purelib'])"],
+                  cwd=venv.home)
     assert result.returncode == 0, result.stderr
-    module, site_packages = result.stdout.split()
+    module, courier_module, site_packages = result.stdout.split()
     assert module == os.path.join(site_packages, "launchpad", "__init__.py")
+    assert courier_module == os.path.join(site_packages, "courier", "__init__.py")
     assert site_packages.startswith(str(venv.home))
 
 

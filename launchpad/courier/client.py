@@ -175,8 +175,8 @@ class Client:
 
     def _timed_out(self, method: str) -> errors.CallTimeoutError:
         return errors.CallTimeoutError(
-            f"Call to {method!r} on {self.address} did not complete within "
-            f"call_timeout={self._call_timeout}s")
+            f"Deadline Exceeded: call to {method!r} on {self.address} did not complete "
+            f"within call_timeout={self._call_timeout}s")
 
 
 def _rebuild_client(address, options):

@@ -1,9 +1,11 @@
 """Errors of the RPC layer, defined once.
 
 Each class mixes in the builtin with the same meaning, so callers can catch either
-(`except TimeoutError` catches `CallTimeoutError`). A remote exception whose type can be rebuilt
-on the client is raised with its own type instead, with the remote traceback as `__cause__`;
-`RemoteError` is only the fallback for types that cannot be rebuilt here.
+(`except TimeoutError` catches `CallTimeoutError`), and has the gRPC/absl status `code` of
+Launchpad's courier errors (4, DEADLINE_EXCEEDED, for a call that timed out). A remote
+exception whose type can be rebuilt on the client is raised with its own type instead, with
+the remote traceback as `__cause__`; `RemoteError` is only the fallback for types that
+cannot be rebuilt here.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from __future__ import annotations
 
 class CourierError(Exception):
     """Base class of every error raised by the courier layer itself."""
+
+    code = 2  # UNKNOWN
 
 
 class RemoteTraceback(Exception):
@@ -24,7 +28,7 @@ class RemoteTraceback(Exception):
         return "\n\"\"\"\n" + self.traceback_text.rstrip() + "\n\"\"\""
 
 
-class RemoteError(CourierError):
+class RemoteError(CourierError):  # code UNKNOWN
     """A remote call raised an exception whose type cannot be rebuilt on this side.
 
     Attributes:
@@ -46,11 +50,13 @@ class RemoteError(CourierError):
 class UnknownMethodError(CourierError, AttributeError):
     """The server has no public method of that name; the message lists those it has."""
 
+    code = 5  # NOT_FOUND
+
     def __init__(self, method: str, available: list[str], address: str = ""):
         where = f" at {address}" if address else ""
         listing = ", ".join(available) if available else "(none)"
-        super().__init__(
-            f"Courier server{where} has no method {method!r}; its methods are: {listing}")
+        super().__init__(f"method {method} not found: courier server{where} has no method "
+                         f"{method!r}; its methods are: {listing}")
         self.method = method
         self.available = list(available)
         self.address = address
@@ -62,23 +68,35 @@ class UnknownMethodError(CourierError, AttributeError):
 class CallTimeoutError(CourierError, TimeoutError):
     """A call did not complete within its `call_timeout` (deadline exceeded)."""
 
+    code = 4  # DEADLINE_EXCEEDED
+
 
 class ServerUnavailableError(CourierError, ConnectionError):
     """The server could not be reached within the connect timeout, or the connection was lost
     while the call was in flight (the server stopped, crashed or became unreachable)."""
 
+    code = 14  # UNAVAILABLE
+
 
 class PermissionDeniedError(CourierError, PermissionError):
     """The server refused the call because it did not carry the server's secret token."""
+
+    code = 7  # PERMISSION_DENIED
 
 
 class SerializationError(CourierError, TypeError):
     """Arguments or a result could not be pickled or unpickled; names the method and argument."""
 
+    code = 3  # INVALID_ARGUMENT
+
 
 class ClientClosedError(CourierError, RuntimeError):
     """The client was closed by its owner; no further calls can be made on it."""
 
+    code = 1  # CANCELLED
+
 
 class AddressInUseError(CourierError, OSError):
     """A server could not bind its address (the port is taken or not available)."""
+
+    code = 6  # ALREADY_EXISTS

@@ -1,6 +1,10 @@
 """`python -m launchpad.launch`: what launchers start on a node's host.
 
     python -m launchpad.launch --spec PATH     runs one node (launch/runner.py); - reads stdin
+    python -m launchpad.launch --standalone PATH
+                                               runs one pickled node outside any launch (a
+                                               MultiProcessingColocation's child, run by
+                                               hand as Launchpad's tests do)
     python -m launchpad.launch --hold PATH     holds a cluster job for its program's controller
                                                (launch/job_holder.py)
     python -m launchpad.launch --control PATH  a cluster job's batch step that is its program's
@@ -19,6 +23,8 @@ parser = argparse.ArgumentParser(prog="python -m launchpad.launch",
                                              "its cluster job.")
 what = parser.add_mutually_exclusive_group(required=True)
 what.add_argument("--spec", help="the node's spec: a private file, or - for stdin")
+what.add_argument("--standalone", metavar="PATH",
+                  help="a pickled node (a private file), run outside any launch")
 what.add_argument("--hold", help="the job's holder file (a private file)")
 what.add_argument("--control", help="the launch's spec, run as the job's controller")
 what.add_argument("--kubernetes-controller", metavar="PATH",
@@ -29,6 +35,10 @@ if args.spec:
     from launchpad.launch import runner
 
     runner.exit_process(runner.run_process(runner.read_spec(args.spec)))
+elif args.standalone:
+    from launchpad.launch import runner
+
+    runner.exit_process(runner.run_standalone(args.standalone))
 elif args.hold:
     from launchpad.launch import job_holder
 

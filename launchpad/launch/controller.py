@@ -23,6 +23,7 @@ import secrets
 import socket
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from absl import logging
@@ -31,23 +32,22 @@ from launchpad import context, control, telemetry
 from launchpad.courier import server as courier_server
 from launchpad.courier.connection import settle
 from launchpad.courier.tls import TLS
-from launchpad.launch import ending, errors, process
+from launchpad.launch import ending, errors, interrupts, node_logs, process
 from launchpad.launch.controller_service import ControllerService
 from launchpad.launch.ending import NodeWorker
-from launchpad.launch.node_book import NodeBook
+from launchpad.launch.node_book import NodeBook, kinds_of
 from launchpad.launch.registry import AddressRegistry
 from launchpad.launch.supervisor import Supervisor
+from launchpad.launch.worker_manager import LaunchpadWorkers
 from launchpad.program import Program
 
-# How often a wait of the main thread wakes to let a Ctrl+C in (see _wait_in_slices).
-_WAIT_SLICE_SECS = 0.2
-_MAX_LOG_READ = 1 << 20  # bytes of a node's log one read_log returns at most
 # Room for a slow start: a fresh interpreter on a busy host, a Ray runtime_env being set up.
 DEFAULT_STARTUP_TIMEOUT_SECS = 600.0
 
 
-class Controller:
-    """Controls one launched program; returned by `lp.launch`.
+class Controller(LaunchpadWorkers):
+    """Controls one launched program; returned by `lp.launch` (where Launchpad returned a
+    WorkerManager, which it answers as: launch/worker_manager.py).
 
     Use `wait()` to block until the program stops, `stop()` to stop it, or `with` to do both.
 
@@ -66,13 +66,16 @@ class Controller:
         before the controller exists (a Kubernetes Secret) passes its own.
       advertised_host: the name nodes reach the controller at, when it is not `host` (a
         Kubernetes Service's DNS name, while listening on 0.0.0.0).
+      launch_type: the LaunchType's value (what the program's status and its nodes'
+        `launchpad.context.get_context()` say).
     """
 
     def __init__(self, program: Program, *, termination_notice_secs: float = 10.0,
                  liveness_timeout_secs: float = 10.0, host: str = "127.0.0.1",
                  tls: TLS | None = None, port: int = 0, token: str | None = None,
                  advertised_host: str | None = None,
-                 startup_timeout_secs: float = DEFAULT_STARTUP_TIMEOUT_SECS):
+                 startup_timeout_secs: float = DEFAULT_STARTUP_TIMEOUT_SECS,
+                 launch_type: str = ""):
         if termination_notice_secs < 0:
             raise ValueError(
                 f"termination_notice_secs must be >= 0, got {termination_notice_secs}")
@@ -93,7 +96,7 @@ class Controller:
         self._registry = AddressRegistry(program.name, {
             (inner.label, inner.index): (node.label, node.index)
             for node in program.get_all_nodes() for inner in node.all_nodes()})
-        self._book = NodeBook({(n.label, n.index): _kind(n) for n in program.get_all_nodes()})
+        self._book = NodeBook(kinds_of(program))
         self._supervisor = Supervisor(
             program.name, {(n.label, n.index) for n in program.get_all_nodes()},
             program.restart_policies, self._registry, self.stop, liveness_timeout_secs,
@@ -105,6 +108,7 @@ class Controller:
         self._ended_nodes = False
         self._stopping = threading.Event()
         self.stop_reason = ""  # why the program was stopped from outside, if it was
+        self.failure_raised = False  # whether a wait() has raised the failure to its caller
         # Where the nodes' logs are kept (local_mp's terminal='output_to_files'; Slurm's run
         # folder), for a script to say so when its program ends; None where nothing keeps them.
         self.log_dir: str | None = None
@@ -112,9 +116,8 @@ class Controller:
         # terminal (terminals.py: log_of(name), writing(name)); None: nowhere but the output
         # of the process its launcher runs in.
         self.node_output: Any = None
-        # What launch.py says of this launch, for the program's status.
-        self.launch_type = ""
-        self.run_id = ""
+        self.launch_type = launch_type
+        self.run_id = ""  # what the run registry names this launch (launch.py)
         self.started_at = time.time()
         # The dashboard's address, with its token, when the launch serves one.
         self.dashboard_url: str | None = None
@@ -137,7 +140,8 @@ class Controller:
         node_context = context.NodeContext(
             program_name=self.program_name, label=label, index=index,
             controller_address=self.address, token=self._token, tls=self.tls,
-            process_starter=self._process_starter, termination_notice_secs=self._grace)
+            process_starter=self._process_starter, termination_notice_secs=self._grace,
+            launch_type=self.launch_type)
         with self._lock:
             self._contexts.append(node_context)
             stopping = self._stopping.is_set()
@@ -189,9 +193,7 @@ class Controller:
     def wait_for_restarts(self, name: str, count: int, timeout: float | None = None) -> bool:
         """Blocks until node `name` ('label/index') has been restarted `count` times by its
         group's policy; False if `timeout` seconds passed first."""
-        label, _, index = name.rpartition("/")
-        self._unit(name)
-        return self._supervisor.wait_for_restarts((label, int(index)), count, timeout)
+        return self._supervisor.wait_for_restarts(self._unit(name), count, timeout)
 
     def restarts(self) -> dict[str, int]:
         """'label/index' -> how many times the node was restarted by its group's policy."""
@@ -237,8 +239,8 @@ class Controller:
 
     def read_log(self, label: str, index: int, offset: int,
                  max_bytes: int) -> tuple[bytes, bool]:
-        """Up to `max_bytes` (at most 1 MiB) of node label/index's output from byte `offset`,
-        and whether more may come (the protocol's `read_log`).
+        """Up to `max_bytes` (at most node_logs.MAX_READ) of node label/index's output from
+        byte `offset`, and whether more may come (the protocol's `read_log`).
 
         Raises:
           UnknownNodeError: the program has no such node.
@@ -251,17 +253,11 @@ class Controller:
                 f"Program {self.program_name!r} ({self.launch_type}) keeps no log of node "
                 f"{name}: its nodes write to the output of the process that launched them "
                 f"(pid {os.getpid()} on {socket.gethostname()})")
-        path = self.node_output.log_of(name)
         # Whether more may come is decided first: once the node has ended and its output is
         # all in, what is read next is the whole rest.
         more = (self._book.state(unit) in ("starting", "running", "restarting")
                 or self.node_output.writing(name))
-        try:
-            with open(path, "rb") as log:
-                log.seek(max(0, offset))
-                return log.read(max(0, min(max_bytes, _MAX_LOG_READ))), more
-        except FileNotFoundError:  # nothing written yet
-            return b"", more
+        return node_logs.read(self.node_output, name, offset, max_bytes), more
 
     @property
     def failure(self) -> errors.NodeFailedError | None:
@@ -315,17 +311,36 @@ class Controller:
         for worker in self._supervisor.workers():
             worker.kill()
 
-    def wait(self, timeout: float | None = None) -> bool:
-        """Blocks until the program has stopped and every node has ended.
+    def wait(self, labels_to_wait_for: Sequence[str] | str | None = None,
+             raise_error: bool = True, return_on_first_completed: bool = False, *,
+             timeout: float | None = None) -> bool:
+        """Blocks until the program has stopped and every node has ended - or, as Launchpad's
+        wait did, until the nodes of groups `labels_to_wait_for` have (the others run on), or
+        with `return_on_first_completed` until one has. True once done; False if `timeout`
+        seconds passed first.
 
-        Returns:
-          True once the program has stopped; False if `timeout` seconds passed first.
         Raises:
-          NodeFailedError: a node failed (the first one), with its traceback.
+          NodeFailedError: a node failed (the first one), with its traceback: at once,
+            whatever is waited for (a failure stops the program), unless `raise_error` is
+            False, which waits on and returns.
+          ValueError: a label names no group of the program.
+
+        A number in first place is the timeout (`wait(30)`), as before Launchpad's
+        parameters came: labels are text, so the two never mix.
         """
-        if not _wait_in_slices(self._finished, timeout):
+        if isinstance(labels_to_wait_for, (int, float)) and not isinstance(
+                labels_to_wait_for, bool):
+            labels_to_wait_for, timeout = None, labels_to_wait_for
+        if labels_to_wait_for is None and not return_on_first_completed:
+            ended = interrupts.wait_in_slices(self._finished.wait, timeout)
+        else:
+            units = self.program.node_keys(labels_to_wait_for)
+            ended = interrupts.wait_in_slices(lambda slice_secs: self._supervisor.wait_for_units(
+                units, return_on_first_completed, raise_error, slice_secs), timeout)
+        if not ended:
             return False
-        if self.failure is not None:
+        if raise_error and self.failure is not None:
+            self.failure_raised = True
             raise self.failure
         return True
 
@@ -377,22 +392,3 @@ class Controller:
         context.remove_process_context(self.launcher_context)
         self._finished.set()
 
-
-def _wait_in_slices(event: threading.Event, timeout: float | None) -> bool:
-    """`event.wait(timeout)`, waking every `_WAIT_SLICE_SECS`: the kernel may give a Ctrl+C to
-    any thread of the process, and Python runs its handler in the main thread only when that
-    thread next runs Python code, which a wait without a timeout never does (a script waiting
-    for its program at exit ignored Ctrl+C so)."""
-    deadline = None if timeout is None else time.monotonic() + timeout
-    while True:
-        left = _WAIT_SLICE_SECS if deadline is None else deadline - time.monotonic()
-        if event.wait(max(0.0, min(left, _WAIT_SLICE_SECS))):
-            return True
-        if deadline is not None and time.monotonic() >= deadline:
-            return False
-
-
-def _kind(node) -> str:
-    """A node's type, as the status names it (a colocation with how many it holds)."""
-    inner = len(node.all_nodes()) - 1
-    return f"{type(node).__name__}({inner})" if inner > 0 else type(node).__name__

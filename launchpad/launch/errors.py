@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 
 class LaunchError(Exception):
     """Base class of errors raised by launchers and the controller."""
@@ -19,8 +21,10 @@ class DashboardError(LaunchError):
     """A launch's dashboard could not be served (its port is taken)."""
 
 
-class NodeFailedError(LaunchError):
-    """A node of the program failed; raised by `controller.wait()`.
+class NodeFailedError(LaunchError, RuntimeError):
+    """A node of the program failed; raised by `controller.wait()` (a RuntimeError, as
+    Launchpad's was). Made by `node_failure`, it is also an instance of the exception the
+    node raised, when there is one (see there).
 
     Attributes:
       program: the program's name.
@@ -40,7 +44,42 @@ class NodeFailedError(LaunchError):
         self.node_traceback = node_traceback
 
     def __reduce__(self):
-        return (type(self), (self.program, self.node, self.reason, self.node_traceback))
+        return (_rebuilt, (getattr(type(self), "node_exception_type", None), self.program,
+                           self.node, self.reason, self.node_traceback))
+
+
+def node_failure(program: str, node: str, reason: str, node_traceback: str = "",
+                 cause: BaseException | None = None) -> NodeFailedError:
+    """The NodeFailedError of node `node`, whose exception (when known) is `cause`.
+
+    The error is also an instance of `cause`'s type, so that code that waits for a program
+    catches the node's own exception as it would have under Launchpad's thread launchers
+    (`except ValueError` catches a node's ValueError); `cause` is its `__cause__`."""
+    kind = type(cause) if isinstance(cause, Exception) else None
+    error = _with_type_of(kind)(program, node, reason, node_traceback)
+    error.__cause__ = cause
+    return error
+
+
+def _rebuilt(kind: type | None, *args: str) -> NodeFailedError:
+    return _with_type_of(kind)(*args)
+
+
+@functools.lru_cache(maxsize=256)
+def _with_type_of(kind: type | None) -> type:
+    """NodeFailedError mixed with exception type `kind` (itself, where they cannot mix)."""
+    if kind is None or issubclass(kind, NodeFailedError) or issubclass(NodeFailedError, kind):
+        return NodeFailedError
+    try:
+        return type(f"NodeFailedError[{kind.__name__}]", (NodeFailedError, kind),
+                    {"__module__": __name__, "node_exception_type": kind})
+    except TypeError:  # a final type, or one whose instances are laid out apart
+        return NodeFailedError
+
+
+class NodeSerializationError(LaunchError, ValueError, RuntimeError):
+    """A node cannot be pickled to go where it runs; names its group and node. (A
+    RuntimeError too, as Launchpad's was.)"""
 
 
 class NodeNotReadyError(LaunchError, TimeoutError):

@@ -37,7 +37,8 @@ from collections.abc import Callable
 
 from launchpad.courier import allocator
 from launchpad.launch import fork_heap
-from launchpad.launch.process import ExecSpawner, PythonProcess, Stdio, own_process_group
+from launchpad.launch.process import ExecSpawner, Stdio, own_process_group
+from launchpad.nodes.python.local_multi_processing import PythonProcess
 
 _MAX_MESSAGE = 1 << 20
 _CLOSE_TIMEOUT_SECS = 10.0

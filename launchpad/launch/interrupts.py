@@ -11,7 +11,9 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+import time
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 _lock = threading.Lock()
@@ -19,6 +21,8 @@ _running: "weakref.WeakSet[Any]" = weakref.WeakSet()
 _previous: Any = None
 _installed = False
 _presses = 0
+# How often a wait of the main thread wakes to let a Ctrl+C in (see wait_in_slices).
+_WAIT_SLICE_SECS = 0.2
 
 
 def watch(controller: Any) -> None:
@@ -63,3 +67,18 @@ def _on_interrupt(signum: int, frame: Any) -> None:
         print(f"\nlaunchpad: killing the nodes of {names}", file=sys.stderr, flush=True)
         for controller in running:
             controller.kill()
+
+
+def wait_in_slices(wait: Callable[[float], bool], timeout: float | None) -> bool:
+    """`wait(timeout)` (a wait that returns True once done), waking every `_WAIT_SLICE_SECS`:
+    the kernel may give a Ctrl+C to any thread of the process, and Python runs its handler in
+    the main thread only when that thread next runs Python code, which a wait without a
+    timeout never does (a script waiting for its program at exit ignored Ctrl+C so)."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        left = _WAIT_SLICE_SECS if deadline is None else deadline - time.monotonic()
+        if wait(max(0.0, min(left, _WAIT_SLICE_SECS))):
+            return True
+        if deadline is not None and time.monotonic() >= deadline:
+            return False
+

@@ -32,6 +32,7 @@ from typing import Any
 
 import cloudpickle
 
+from launchpad.context import LaunchType
 from launchpad.launch import errors, kubernetes_pod
 from launchpad.launch.controller import Controller
 from launchpad.launch.kubernetes_manifests import LaunchSpec
@@ -176,8 +177,7 @@ def run(path: str) -> int:
         program, termination_notice_secs=launch_spec.termination_notice_secs,
         liveness_timeout_secs=launch_spec.liveness_timeout_secs, host="0.0.0.0",
         port=launch_spec.port, token=token, advertised_host=launch_spec.service_host,
-        tls=tls)
-    controller.launch_type = "kubernetes"
+        tls=tls, launch_type=LaunchType.KUBERNETES.value)
 
     def on_sigterm(*_: Any) -> None:
         threading.Thread(target=controller.stop, daemon=True, args=(

@@ -15,20 +15,15 @@ from typing import Any
 from absl import logging
 
 from launchpad import context
+from launchpad import flags as lp_flags
+from launchpad.context import LaunchType
 from launchpad.courier.tls import TLS
 from launchpad.launch import at_exit, interrupts, live_status, run_registry, terminals
 from launchpad.launch import resources as resources_lib
 from launchpad.launch.controller import Controller
 from launchpad.launch.errors import LaunchError
 from launchpad.launch.kubernetes_settings import KubernetesSettings
-from launchpad.launch.launch_options import (
-    DEFAULT_LAUNCH_TYPE,
-    LaunchType,
-    clocks,
-    flag_value,
-    ray_settings,
-    slurm_settings,
-)
+from launchpad.launch.launch_options import clocks, ray_settings, slurm_settings
 from launchpad.launch.ray_settings import RaySettings
 from launchpad.launch.resources import Resources
 from launchpad.launch.slurm_settings import SlurmSettings
@@ -63,18 +58,29 @@ def _module(name: str) -> Any:
     return importlib.import_module(f"launchpad.launch.{name}")
 
 
+# Launchpad's XManager launch types, which need Google's XManager and its cloud: what runs
+# their programs here instead.
+_XMANAGER = {
+    LaunchType.LOCAL_DOCKER: "Launchpad's local_docker ran each node in a Docker container "
+                             "through XManager; here launch_type='local_mp' runs them as local "
+                             "processes",
+    LaunchType.VERTEX_AI: "Launchpad's vertex_ai ran the program on Google Cloud through "
+                          "XManager; here launch_type='kubernetes' runs it on a cluster "
+                          "(GKE included), 'slurm' or 'ray' on those engines",
+}
+
+
 def _launch_type(launch_type: LaunchType | str | None) -> LaunchType:
-    if launch_type is None:
-        launch_type = flag_value("lp_launch_type") or DEFAULT_LAUNCH_TYPE
+    if not launch_type:
+        launch_type = lp_flags.value("lp_launch_type") or lp_flags.DEFAULT_LAUNCH_TYPE
     try:
         launch_type = LaunchType(launch_type)
     except ValueError:
         raise ValueError(f"Unknown launch_type {launch_type!r}; launch types: "
-                         f"{', '.join(t.value for t in LaunchType)}") from None
-    if launch_type not in _LAUNCHERS:
-        raise ValueError(
-            f"launch_type {launch_type.value!r} is not available in this version; available: "
-            f"{', '.join(t.value for t in _LAUNCHERS)}")
+                         f"{', '.join(t.value for t in _LAUNCHERS)}") from None
+    if launch_type in _XMANAGER:
+        raise ValueError(f"launch_type {launch_type.value!r} cannot run here: "
+                         f"{_XMANAGER[launch_type]}")
     return launch_type
 
 
@@ -97,18 +103,20 @@ def _check_local_resources(program: Program, local_resources: dict | None) -> No
                          f"{program.name!r} does not have; its groups: {sorted(program.groups)}")
 
 
-_xm_resources_noted = False
+_xm_noted = False
 
 
-def _ignore_xm_resources(xm_resources: Any, launch_type: LaunchType) -> None:
-    """Local launch types ignore Launchpad's XManager resources, saying so once."""
-    global _xm_resources_noted
-    if xm_resources is None or _xm_resources_noted:
+def _ignore_xm_options(given: dict[str, Any], launch_type: LaunchType) -> None:
+    """Launchpad's XManager options (xm_resources, controller_xm_requirements) are ignored,
+    which is said once."""
+    global _xm_noted
+    named = [name for name, value in given.items() if value is not None]
+    if not named or _xm_noted:
         return
-    _xm_resources_noted = True
-    logging.info("lp.launch: xm_resources are for XManager launches; launch_type %r ignores "
-                 "them (cluster launch types take resources={group: lp.Resources(...)})",
-                 launch_type.value)
+    _xm_noted = True
+    logging.info("lp.launch: %s are for XManager launches; launch_type %r ignores them "
+                 "(cluster launch types take resources={group: lp.Resources(...)})",
+                 " and ".join(named), launch_type.value)
 
 
 def launch(programs: Program | Sequence[Program],
@@ -119,6 +127,7 @@ def launch(programs: Program | Sequence[Program],
            terminal: str | None = None,
            *,
            serialize_py_nodes: bool | None = None,
+           controller_xm_requirements: dict | None = None,
            termination_notice_secs: float | None = None,
            resources: dict[str, Resources] | None = None,
            slurm: SlurmSettings | None = None,
@@ -135,6 +144,8 @@ def launch(programs: Program | Sequence[Program],
     Args:
       programs: the program, or a list of programs, to launch.
       launch_type: a LaunchType or its value; None reads --lp_launch_type (default local_mt).
+        Launchpad's local_docker and vertex_ai (XManager's) are refused, naming the launch
+        type that runs such a program here.
       xm_resources: Launchpad's XManager resources (group -> lp.DockerConfig); local launch
         types accept and ignore them, so code written for Launchpad runs unchanged.
       local_resources: per-group settings for process launchers: group label ->
@@ -148,6 +159,8 @@ def launch(programs: Program | Sequence[Program],
         launchers share the launching process's own output.
       serialize_py_nodes: pickle and unpickle each node before it runs in a thread, to catch
         unpicklable nodes early (default: True for test_mt, False for local_mt).
+      controller_xm_requirements: Launchpad's XManager requirements of its controller job;
+        accepted and ignored, as xm_resources are.
       termination_notice_secs: seconds nodes get to finish after a stop (default 10, or
         --lp_termination_notice_secs).
       resources: per-group needs for cluster launch types: group label -> lp.Resources
@@ -191,18 +204,19 @@ def launch(programs: Program | Sequence[Program],
     launch_type = _launch_type(launch_type)
     launcher = _module(_LAUNCHERS[launch_type])
     show_status = live_status.wanted(
-        bool(flag_value("lp_status") if status is None else status)
+        bool(lp_flags.value("lp_status") if status is None else status)
         and launch_type in (LaunchType.LOCAL_MULTI_THREADING, LaunchType.LOCAL_MULTI_PROCESSING))
     if show_status and terminal is None and launch_type is LaunchType.LOCAL_MULTI_PROCESSING:
         terminal = terminals.OUTPUT_TO_FILES  # the table owns the terminal
-    _ignore_xm_resources(xm_resources, launch_type)
+    _ignore_xm_options({"xm_resources": xm_resources,
+                        "controller_xm_requirements": controller_xm_requirements}, launch_type)
     options = {"test_case": test_case, "serialize_py_nodes": serialize_py_nodes,
                "local_resources": local_resources, "terminal": terminal,
                "resources": resources,
                "slurm": slurm_settings(slurm) if launch_type is LaunchType.SLURM else slurm,
                "ray": ray_settings(ray) if launch_type is LaunchType.RAY else ray,
                "kubernetes": kubernetes,
-               "bind_address": flag_value("lp_bind_address")}
+               "bind_address": lp_flags.value("lp_bind_address")}
     detach = detach or launch_type in _ALWAYS_DETACHED
     if detach and launch_type not in _DETACHED:
         raise ValueError(f"detach=True needs a cluster launch type "
@@ -230,8 +244,8 @@ def launch(programs: Program | Sequence[Program],
             controllers.append(_module(_DETACHED[launch_type]).launch(
                 program, options, tls=tls, **timing))
             continue
-        controller = Controller(program, host=host, tls=tls, **timing)
-        controller.launch_type = launch_type.value
+        controller = Controller(program, host=host, tls=tls, launch_type=launch_type.value,
+                                **timing)
         context.link_launch(program, controller.launcher_context)
         interrupts.watch(controller)
         try:
@@ -273,7 +287,7 @@ def _dashboard_port(port: int | None, programs: int, detach: bool) -> tuple[int,
     """The dashboard's port and what asked for it (for errors), or None for no dashboard."""
     origin = f"dashboard_port={port!r}"
     if port is None:
-        port = flag_value("lp_dashboard_port")
+        port = lp_flags.value("lp_dashboard_port")
         origin = f"--lp_dashboard_port={port}"
     if not port:
         return None

@@ -17,15 +17,17 @@ from typing import Any
 
 from launchpad.launch import fork_server, private_files, spec, terminals
 from launchpad.launch.controller import Controller
-from launchpad.launch.process import NodeProcess, PythonProcess
+from launchpad.launch.process import NodeProcess
+from launchpad.nodes.python.local_multi_processing import PythonProcess
 from launchpad.program import Program
 
 
 def validate(*, local_resources: dict | None, terminal: str | None, **unused: Any) -> None:
     for group, settings in (local_resources or {}).items():
-        if not isinstance(settings, PythonProcess):
-            raise TypeError(f"local_resources[{group!r}] must be an lp.PythonProcess, got "
-                            f"{settings!r}")
+        # An empty value (None, [], {}) stands for the defaults, as in Launchpad.
+        if settings and not isinstance(settings, PythonProcess):
+            raise TypeError(f"local_resources[{group!r}] must be an lp.PythonProcess (or "
+                            f"empty, for the defaults), got {settings!r}")
     terminals.choose(terminal)
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import cloudpickle
 
-from launchpad.launch import runner
+from launchpad.launch import runner, serialization
 from launchpad.launch.controller import Controller
 from launchpad.nodes.base import Node
 from launchpad.program import Program
@@ -72,15 +72,6 @@ class ThreadWorker:
         """A thread cannot be killed: it ends when its node's code returns."""
 
 
-def _roundtrip(node: Node) -> Node:
-    """Pickles and unpickles a node as a process launcher would, naming it if that fails."""
-    try:
-        return cloudpickle.loads(cloudpickle.dumps(node))
-    except Exception as e:
-        raise ValueError(f"Node {node.name} cannot be serialized ({type(e).__name__}: {e}); "
-                         "its function, class and arguments must be picklable") from e
-
-
 def launch(program: Program, controller: Controller, *, serialize_py_nodes: bool | None,
            default_serialize: bool = False, **unused: Any) -> None:
     """Starts one thread per node of `program` under `controller`."""
@@ -93,7 +84,11 @@ def launch(program: Program, controller: Controller, *, serialize_py_nodes: bool
                 raise ValueError(f"Node {inner.name} cannot run as a thread: {reason}. Launch "
                                  "the program with local_mp (or test_mp)")
     if serialize:
-        nodes = [_roundtrip(node) for node in nodes]
+        # Each node pickled and unpickled as a process launcher would: unpicklable ones fail
+        # here, named.
+        nodes = [cloudpickle.loads(serialization.pickle_node(node, node.label, node.name,
+                                                             threads=True))
+                 for node in nodes]
     workers = [ThreadWorker(controller, node) for node in nodes]
     for worker in workers:
         controller.add_worker(worker)

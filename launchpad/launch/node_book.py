@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
+from typing import Any
 
 from launchpad import telemetry
 from launchpad.launch.registry import NodeKey
@@ -31,11 +32,22 @@ class _Unit:
     previous: telemetry.NodeSample | None = None  # the sample before, for rates
 
 
+def kinds_of(program: Any) -> dict[NodeKey, str]:
+    """Every unit of `program` -> its type, as the status names it (a colocation with how
+    many nodes it holds)."""
+    kinds = {}
+    for node in program.get_all_nodes():
+        inner = len(node.all_nodes()) - 1
+        kinds[(node.label, node.index)] = (f"{type(node).__name__}({inner})" if inner > 0
+                                           else type(node).__name__)
+    return kinds
+
+
 class NodeBook:
     """See the module doc; thread-safe.
 
     Args:
-      kinds: every unit -> its node type's name.
+      kinds: every unit -> its node type's name (`kinds_of`).
     """
 
     def __init__(self, kinds: dict[NodeKey, str]):

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
-import dataclasses
 import os
 import shutil
 import signal
@@ -28,12 +27,13 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from absl import logging
 
 from launchpad.launch import ending, private_files, spec
+from launchpad.nodes.python.local_multi_processing import PythonProcess
 
 Stdio = tuple[int, int, int]  # stdin, stdout, stderr file descriptors
 _START_TIMEOUT_SECS = 60.0
@@ -52,43 +52,6 @@ def own_process_group() -> dict[str, Any]:
     if sys.version_info >= (3, 11):
         return {"process_group": 0}
     return {"preexec_fn": os.setpgrp}  # Python 3.10 has no process_group
-
-
-@dataclasses.dataclass
-class PythonProcess:
-    """How the processes of one group start (`local_resources={'group': PythonProcess(...)}`).
-
-    Args:
-      args: command-line arguments the node's code sees in `sys.argv[1:]` (a dict becomes
-        `--key=value` flags), e.g. for absl flags the node parses.
-      env: environment variables set for the node, e.g. `CUDA_VISIBLE_DEVICES`.
-      interpreter: the Python executable to run the node with (default: this one).
-      interpreter_args: arguments for the interpreter itself (e.g. `['-X', 'importtime']`).
-    """
-
-    args: Mapping[str, Any] | Sequence[str] | None = None
-    env: Mapping[str, str] | None = None
-    interpreter: str | None = None
-    interpreter_args: Sequence[str] | None = None
-
-    def __post_init__(self):
-        for key, value in (self.env or {}).items():
-            if not isinstance(key, str) or not isinstance(value, str):
-                raise TypeError(f"PythonProcess env must map str to str, got {key!r}: {value!r}")
-        if isinstance(self.args, str):
-            raise TypeError(f"PythonProcess args must be a dict or a list, got {self.args!r}")
-
-    def argv(self) -> list[str]:
-        if isinstance(self.args, Mapping):
-            return [f"--{key}={value}" for key, value in self.args.items()]
-        return [str(a) for a in self.args or ()]
-
-    def needs_fresh_interpreter(self) -> bool:
-        """Whether a fork of an already running interpreter cannot honour these settings:
-        another interpreter, interpreter arguments, or variables read at interpreter start."""
-        startup = ("PYTHON", "LD_", "MALLOC_")
-        return bool(self.interpreter or self.interpreter_args
-                    or any(k.startswith(startup) for k in self.env or {}))
 
 
 def describe_exit(returncode: int) -> str:

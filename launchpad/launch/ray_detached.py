@@ -35,6 +35,7 @@ from typing import Any
 import cloudpickle
 
 from launchpad import address, control, telemetry
+from launchpad.context import LaunchType
 from launchpad.courier.tls import TLS
 from launchpad.launch import errors, private_files, ray_connection, ray_launcher, run_records
 from launchpad.launch.controller import Controller
@@ -83,8 +84,9 @@ class ControllerActor:
         controller = Controller(self._program, termination_notice_secs=self._grace,
                                 liveness_timeout_secs=self._liveness,
                                 startup_timeout_secs=self._startup,
-                                host=address.routed_host(gcs_host), tls=self._tls)
-        controller.launch_type, controller.run_id = "ray", run_id
+                                host=address.routed_host(gcs_host), tls=self._tls,
+                                launch_type=LaunchType.RAY.value)
+        controller.run_id = run_id
         ray_launcher.launch(self._program, controller, **self._options)
         threading.Thread(target=self._follow, args=(controller,), daemon=True,
                          name="lp-detached-controller").start()

@@ -33,10 +33,10 @@ from launchpad.launch import ray_connection, spec, terminals
 from launchpad.launch import resources as resources_lib
 from launchpad.launch.controller import Controller
 from launchpad.launch.errors import LaunchError
-from launchpad.launch.process import PythonProcess
 from launchpad.launch.ray_node import NodeActor, RayNodeWorker, actor_options
 from launchpad.launch.ray_settings import RaySettings
 from launchpad.launch.resources import Resources
+from launchpad.nodes.python.local_multi_processing import PythonProcess
 from launchpad.program import Program
 
 

@@ -38,7 +38,14 @@ from absl import flags
 from absl import logging as absl_logging
 
 from launchpad import address, context, control
-from launchpad.launch import kubernetes_pod, process, process_tree, reporting, spec
+from launchpad.launch import (
+    kubernetes_pod,
+    private_files,
+    process,
+    process_tree,
+    reporting,
+    spec,
+)
 from launchpad.nodes import base
 
 EXIT_NODE_RAISED = 1
@@ -90,7 +97,8 @@ def _make_context(node_spec: spec.NodeSpec) -> context.NodeContext:
         process_starter=process.ChildProcessStarter(node_spec.termination_notice_secs,
                                                     in_worker=True),
         bind_host=bind_host, host=host, tls=node_spec.tls,
-        termination_notice_secs=node_spec.termination_notice_secs)
+        termination_notice_secs=node_spec.termination_notice_secs,
+        launch_type=node_spec.launch_type)
 
 
 class _Watch:
@@ -206,6 +214,17 @@ def run_process(node_spec: spec.NodeSpec) -> int:
     else:
         traceback.print_exception(error)
     return EXIT_NODE_RAISED
+
+
+def run_standalone(path: str) -> int:
+    """Runs the node pickled at `path` (a private file) outside any launch; its exit code."""
+    try:
+        node: Any = cloudpickle.loads(private_files.read_private(path))
+        node.run()
+    except BaseException as e:  # noqa: BLE001 - the exit code and traceback tell the parent
+        traceback.print_exception(e)
+        return EXIT_NODE_RAISED
+    return 0
 
 
 def _wait_for_controller(node_spec: spec.NodeSpec) -> None:

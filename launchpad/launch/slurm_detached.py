@@ -32,6 +32,7 @@ from typing import Any
 import cloudpickle
 
 from launchpad import address, control, telemetry
+from launchpad.context import LaunchType
 from launchpad.courier.tls import TLS
 from launchpad.launch import errors, private_files, run_records, slurm
 from launchpad.launch import resources as resources_lib
@@ -129,8 +130,8 @@ def run_controller(path: str) -> int:
         program, termination_notice_secs=launch_spec.termination_notice_secs,
         liveness_timeout_secs=launch_spec.liveness_timeout_secs,
         startup_timeout_secs=launch_spec.startup_timeout_secs,
-        host=address.routed_host(slurm.slurmctld_address()), tls=launch_spec.tls)
-    controller.launch_type = "slurm"
+        host=address.routed_host(slurm.slurmctld_address()), tls=launch_spec.tls,
+        launch_type=LaunchType.SLURM.value)
     run_dir = os.path.dirname(path)
     controller.run_id = os.path.basename(run_dir)
     # This job: it ends when this batch step does, so the program's end need not cancel it.

@@ -22,7 +22,7 @@ from typing import Any
 import cloudpickle
 
 from launchpad.courier.tls import TLS
-from launchpad.launch import private_files
+from launchpad.launch import private_files, serialization
 from launchpad.launch.errors import UnsafePathError
 
 LOOPBACK = "127.0.0.1"
@@ -56,6 +56,7 @@ class NodeSpec:
     sys_path: list[str] = dataclasses.field(default_factory=list)
     argv: list[str] = dataclasses.field(default_factory=list)  # the node's sys.argv
     env: dict[str, str] = dataclasses.field(default_factory=dict)
+    launch_type: str = ""  # the LaunchType's value
 
     @property
     def name(self) -> str:
@@ -72,20 +73,16 @@ def make_spec(node: Any, program_context: Any, label: str, index: int, *,
     context of that program: it gives the controller, the token and the TLS settings).
 
     Raises:
-      ValueError: the node cannot be pickled (named, with the reason).
+      NodeSerializationError: the node cannot be pickled (named, with the reason).
     """
-    try:
-        pickled = cloudpickle.dumps(node)
-    except Exception as e:
-        raise ValueError(f"Node {label}/{index} cannot be serialized ({type(e).__name__}: "
-                         f"{e}); its function, class and arguments must be picklable to run "
-                         "in a process") from e
+    pickled = serialization.pickle_node(node, label, f"{label}/{index}")
     return NodeSpec(
         node=pickled, program_name=program_context.program_name, label=label, index=index,
         controller_address=program_context.controller_address, token=program_context.token,
         termination_notice_secs=termination_notice_secs, heartbeat_secs=heartbeat_secs,
         liveness_timeout_secs=liveness_timeout_secs,
         bind_host=bind_host, report_path=report_path, tls=program_context.tls,
+        launch_type=program_context.launch_type,
         stop_signals=dict(stop_signals or {}),
         sys_path=list(sys.path),
         argv=[sys.argv[0] if sys.argv else "", *argv], env=dict(env or {}))
@@ -98,7 +95,7 @@ def make_cluster_spec(node: Any, controller: Any, settings: Any, bind_address: s
     group's `settings` (an lp.PythonProcess: args and env).
 
     Raises:
-      ValueError: the node cannot be pickled (named, with the reason).
+      NodeSerializationError: the node cannot be pickled (named, with the reason).
     """
     return make_spec(node, controller.launcher_context, node.label, node.index,
                      termination_notice_secs=controller.termination_notice_secs,

@@ -238,9 +238,8 @@ class Supervisor:
                 logging.warning("Node %s of %s failed while the program was stopping: %s",
                                 _name(unit), self._program, reason)
                 return
-            self.failure = errors.NodeFailedError(self._program, _name(unit), reason,
-                                                  node_traceback)
-            self.failure.__cause__ = cause
+            self.failure = errors.node_failure(self._program, _name(unit), reason,
+                                               node_traceback, cause)
         logging.error("Node %s of program %s failed: %s", _name(unit), self._program, reason)
         self._stop()
 
@@ -307,6 +306,19 @@ class Supervisor:
             self._changed.notify_all()
         self._book.all_ended()
         self._closed.set()
+
+    def wait_for_units(self, units: set[NodeKey], first: bool, stop_on_failure: bool,
+                       timeout: float | None) -> bool:
+        """Blocks until every unit of `units` has ended (with `first`: one of them), or, with
+        `stop_on_failure`, until the program has failed; False if `timeout` passed first."""
+        def done() -> bool:
+            if stop_on_failure and self.failure is not None:
+                return True
+            ended = units - self._running
+            return bool(ended) if first else ended == units
+
+        with self._changed:
+            return self._changed.wait_for(done, timeout)
 
     def wait_for_unit(self, unit: NodeKey, timeout: float | None) -> bool:
         with self._changed:

@@ -27,6 +27,8 @@ import sys
 import threading
 from typing import TextIO
 
+from absl import logging
+
 Stdio = tuple[int, int, int]
 
 CURRENT_TERMINAL = "current_terminal"
@@ -34,11 +36,19 @@ OUTPUT_TO_FILES = "output_to_files"
 TMUX_SESSION = "tmux_session"
 TERMINALS = (CURRENT_TERMINAL, OUTPUT_TO_FILES, TMUX_SESSION)
 TERMINAL_VARIABLE = "LAUNCHPAD_LAUNCH_LOCAL_TERMINAL"
+# Launchpad's terminals that open a window per node (on an X display), and its byobu one:
+# what stands for them here.
+_LAUNCHPADS = {"xterm": CURRENT_TERMINAL, "gnome-terminal": CURRENT_TERMINAL,
+               "gnome-terminal-tabs": CURRENT_TERMINAL, "byobu_session": TMUX_SESSION}
 
 
 def choose(terminal: str | None) -> str:
     """The terminal to use: `terminal`, else $LAUNCHPAD_LAUNCH_LOCAL_TERMINAL, else the default."""
     chosen = terminal or os.environ.get(TERMINAL_VARIABLE) or CURRENT_TERMINAL
+    if chosen in _LAUNCHPADS:
+        logging.info("terminal %r (Launchpad's) opens no windows here: %r instead (a tmux "
+                     "window per node: terminal='tmux_session')", chosen, _LAUNCHPADS[chosen])
+        chosen = _LAUNCHPADS[chosen]
     if chosen not in TERMINALS:
         where = "terminal=" if terminal else f"${TERMINAL_VARIABLE}"
         raise ValueError(f"Unknown terminal {chosen!r} (from {where}); terminals of process "

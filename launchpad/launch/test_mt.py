@@ -15,8 +15,12 @@ from launchpad.program import Program
 
 
 def _stop_and_wait(controller: Controller) -> None:
+    """Stops the program and waits for it; a node's failure fails the test, unless a wait()
+    of the test raised it already (the test saw it, as with Launchpad's)."""
     controller.stop()
-    controller.wait()  # raises NodeFailedError into the test if a node failed
+    controller.wait(raise_error=False)
+    if controller.failure is not None and not controller.failure_raised:
+        raise controller.failure
 
 
 def check_test_case(test_case: Any, launch_type: str, outside: str) -> None:

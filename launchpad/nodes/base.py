@@ -9,19 +9,20 @@ constructors - are turned into clients in the node's own process, just before it
 from __future__ import annotations
 
 import abc
-import dataclasses
+import contextlib
 import functools
-from collections.abc import Callable
+from collections.abc import Iterator
 from typing import Any
 
 import portpicker
 
 from launchpad import context
 from launchpad.address import Address
+from launchpad.nodes.dereference import Dereferenceable, placeholders_in
 from launchpad.program import GraphNode, Program
 
 
-class Handle(abc.ABC):
+class Handle(Dereferenceable):
     """A reference to a node of a program; `dereference()` gives a client of it.
 
     A handle may be made before its node is added to a program (as for the nodes of a
@@ -61,6 +62,16 @@ class Handle(abc.ABC):
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_node": None, "_identity": self._where()}
+
+    def __getattr__(self, name: str) -> Any:
+        # Only for attributes a handle does not have: a method of its node called on the
+        # handle itself, before it became a client.
+        if name.startswith("_"):
+            raise AttributeError(name)
+        raise AttributeError(f"{type(self).__name__} object has no attribute {name!r}: a "
+                             "handle is turned into a client of its node where it is used "
+                             "(a node's arguments are, by themselves); elsewhere call "
+                             "handle.dereference() first")
 
     @abc.abstractmethod
     def dereference(self) -> Any:
@@ -113,7 +124,7 @@ class Node(GraphNode):
         self.program_name = program.name
         self.label = label
         self.index = index
-        for address in self.addresses:
+        for address in self.own_addresses():
             address.attach(label, index)
 
     @property
@@ -161,17 +172,38 @@ class Node(GraphNode):
     def runs(self) -> str:
         return ""
 
-    def allocate_address(self, name: str) -> Address:
-        """Reserves a named address for this node (a port it serves on besides courier)."""
-        if not name:
-            raise ValueError("An allocated address needs a name ('' is the node's own)")
-        if any(a.name == name for a in self.addresses):
-            raise ValueError(f"Node already has an address named {name!r}")
-        address = Address(name)
-        if self.program is not None:
-            address.attach(self.label, self.index)
-        self.addresses.append(address)
+    def allocate_address(self, address: Address | str) -> Address:
+        """Reserves an address of this node (a port it serves on besides courier): an
+        `lp.Address` (Launchpad's way: the same object then resolves wherever it is passed),
+        or a name for a new one; returns the Address."""
+        if isinstance(address, str):
+            if not address:
+                raise ValueError("An allocated address needs a name ('' is the node's own)")
+            address = Address(address)
+        elif not isinstance(address, Address):
+            raise TypeError(f"allocate_address takes an lp.Address or a name, got {address!r}")
+        address.assign(self)
         return address
+
+    def own_addresses(self) -> list[Address]:
+        """The addresses this node owns (`addresses` also lists those of the nodes a
+        colocation holds, as Launchpad's did)."""
+        # Once pickled (where it runs), an address knows its owner by its place only.
+        return [a for a in self.addresses if a._owning_node is self
+                or (a._owning_node is None and a.label is not None
+                    and (a.label, a.index) == (self.label, self.index))]
+
+    @property
+    def input_handles(self) -> list[Handle]:
+        """The handles in the node's arguments: the nodes it calls (Launchpad's name)."""
+        return handles_in(self.arguments())
+
+    _input_handles = input_handles  # Launchpad's attribute, read by code written for it
+
+    @property
+    def function(self) -> Any:
+        """What runs the node: `node.function()` runs it (Launchpad's name)."""
+        return self.run
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "program": None}
@@ -180,22 +212,14 @@ class Node(GraphNode):
     def create_handle(self) -> Handle:
         """The handle `Program.add_node` returns for this node."""
 
-    def run(self) -> None:
-        """Runs the node inside its context (launchers call this); returns when it is done.
-
-        First every address the node allocated gets a free port of this host, registered with
-        the program's controller, so `Address.resolve()` works anywhere in the program.
-        """
-        node_context = context.current()
-        for address in self.addresses:
-            port = portpicker.pick_unused_port()
-            node_context.controller.register(self.label, self.index, address.name,
-                                             node_context.endpoint(port))
-        self.execute()
-
     @abc.abstractmethod
-    def execute(self) -> None:
-        """What the node does in its own thread or process (see `run`)."""
+    def run(self) -> None:
+        """What the node does, in its own thread or process; returns when it is done.
+
+        Launchers call it through `run_in_context`, inside the node's context; Launchpad's
+        unit tests call it themselves, outside any launch (standalone: the node's addresses
+        bound with `Address.bind`). A subclass may override it.
+        """
 
     @abc.abstractmethod
     def default_label(self) -> str:
@@ -206,37 +230,45 @@ class Node(GraphNode):
         return f"<{type(self).__name__}{where} {self.default_label()}>"
 
 
+@contextlib.contextmanager
+def running_context() -> Iterator[context.NodeContext]:
+    """The context a node's run sees: its own, or - for a node run outside any launch - the
+    process's standalone one, entered for the run (so the node's code finds it)."""
+    found = context.current_or_none()
+    if found is not None:
+        yield found
+        return
+    outside = context.outside()
+    token = context.enter(outside)
+    try:
+        yield outside
+    finally:
+        context.leave(token)
+
+
 def run_in_context(node: Node, node_context: context.NodeContext) -> BaseException | None:
     """Runs `node` on this thread inside `node_context`; returns what it raised, or None.
 
     The one place a node's code runs: in a runner (a thread or process a launcher started)
-    and in a MultiThreadingColocation's threads. Whoever called it reports the outcome."""
+    and in a MultiThreadingColocation's threads. Whoever called it reports the outcome.
+
+    First every address the node allocated (but those its servers register themselves) gets
+    a free port of this host, registered with the program's controller, so that
+    `Address.resolve()` works anywhere in the program once the node's code runs."""
     token = context.enter(node_context)
     try:
+        if not node_context.standalone:
+            for address in node.own_addresses():
+                if not address.registered_by_node and not address.bound:
+                    node_context.controller.register(
+                        node.label, node.index, address.name,
+                        node_context.endpoint(portpicker.pick_unused_port()))
         node.run()
     except BaseException as e:  # noqa: BLE001 - the caller reports it, whatever it is
         return e
     finally:
         context.leave(token)
     return None
-
-
-class Deferred:
-    """A constructor call made in the node's process, after handles in its arguments became
-    clients: `lp.Deferred(make_env, seed)` passes `make_env(seed)` to the node."""
-
-    def __init__(self, ctor: Callable[..., Any], /, *args, **kwargs):
-        if not callable(ctor):
-            raise TypeError(f"Deferred needs a callable, got {ctor!r}")
-        self._ctor = ctor
-        self._args = args
-        self._kwargs = kwargs
-
-    def build(self) -> Any:
-        return self._ctor(*dereference_all(self._args), **dereference_all(self._kwargs))
-
-    def __repr__(self) -> str:
-        return f"Deferred({getattr(self._ctor, '__qualname__', self._ctor)!r})"
 
 
 def name_of(function: Any) -> str:
@@ -246,48 +278,14 @@ def name_of(function: Any) -> str:
     return getattr(function, "__name__", type(function).__name__)
 
 
-def dereference_all(value: Any) -> Any:
-    """Returns `value` with every handle replaced by its client and every Deferred built."""
-    return _rebuild(value, lambda leaf: leaf.dereference() if isinstance(leaf, Handle)
-                    else leaf.build())
-
-
 def handles_in(value: Any) -> list[Handle]:
     """Every handle `dereference_all(value)` would turn into a client (also those in the
     arguments of a Deferred), in order."""
-    found: list[Handle] = []
-
-    def collect(leaf: Handle | Deferred) -> Any:
-        if isinstance(leaf, Handle):
-            found.append(leaf)
-        else:
-            found.extend(handles_in((leaf._args, leaf._kwargs)))
-        return leaf
-
-    _rebuild(value, collect)
-    return found
+    return [found for found in placeholders_in(value) if isinstance(found, Handle)]
 
 
-def _rebuild(value: Any, leaf: Callable[[Handle | Deferred], Any]) -> Any:
-    """`value` with `leaf(x)` for each handle or Deferred x in it, in lists, tuples,
-    namedtuples, sets, dicts (values) and dataclasses (their init fields)."""
-    if isinstance(value, (Handle, Deferred)):
-        return leaf(value)
-    if isinstance(value, tuple) and hasattr(value, "_fields"):
-        return type(value)(*(_rebuild(v, leaf) for v in value))
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return type(value)(_rebuild(v, leaf) for v in value)
-    if isinstance(value, dict):
-        rebuilt = {k: _rebuild(v, leaf) for k, v in value.items()}
-        if type(value) is dict:
-            return rebuilt
-        copy = value.copy()  # keeps OrderedDict / defaultdict and their settings
-        copy.update(rebuilt)
-        return copy
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        changes = {f.name: _rebuild(getattr(value, f.name), leaf)
-                   for f in dataclasses.fields(value) if f.init}
-        if all(changes[k] is getattr(value, k) for k in changes):
-            return value
-        return dataclasses.replace(value, **changes)
-    return value
+def extract_handles(obj: Any, handles: list[Handle], visited: set[int] | None = None) -> None:
+    """Appends to `handles` the handles in `obj` (also those in a Deferred's arguments):
+    Launchpad's walk, kept for code that called it (`handles_in` is ours)."""
+    del visited  # a Deferred is walked once by handles_in
+    handles.extend(handles_in(obj))

@@ -20,7 +20,8 @@ from typing import Any
 from absl import logging
 
 from launchpad import context
-from launchpad.nodes import base, courier
+from launchpad.nodes import base
+from launchpad.nodes.courier import node as courier
 
 
 class StaleDataError(RuntimeError):

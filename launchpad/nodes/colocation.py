@@ -6,14 +6,28 @@ the program as one node (one process under local_mp, one thread under local_mt);
 holds are not added themselves. Their handles - from `node.create_handle()` or
 `colocation.add_node(node)` - work as usual: colocated node i of colocation `label/index` is
 node `label/index/i` of the program, with its own context and address. Colocations nest.
+
+Outside any launch (Launchpad's unit tests call `colocation.run()` themselves), a
+MultiThreadingColocation runs its nodes as threads in the standalone context, and a
+MultiProcessingColocation each node in a child process (`python -m launchpad.launch
+--standalone`, its node in a private file, a private temporary folder of its own).
 """
 
 from __future__ import annotations
 
+import os
 import queue
+import shutil
+import subprocess
+import sys
+import tempfile
 import threading
 from collections.abc import Sequence
+from concurrent import futures
 from typing import Any
+
+import cloudpickle
+from absl import logging
 
 from launchpad import context
 from launchpad.nodes import base
@@ -46,6 +60,7 @@ class _Colocation(base.Node):
             raise ValueError(f"{node!r} is several nodes (one per task) and cannot be "
                              "colocated; add it to the program itself")
         self._nodes.append(node)
+        self.addresses.extend(node.addresses)  # bound with the colocation's, as Launchpad's
         return node.create_handle()
 
     @property
@@ -83,9 +98,12 @@ class MultiThreadingColocation(_Colocation):
         super().__init__(nodes)
         self._return_on_first_completed = return_on_first_completed
 
-    def execute(self) -> None:
+    def run(self) -> None:
         self._check_not_empty()
-        parent = context.current()
+        with base.running_context() as parent:
+            self._run_threads(parent)
+
+    def _run_threads(self, parent: context.NodeContext) -> None:
         ended: queue.SimpleQueue = queue.SimpleQueue()
 
         def run(node: base.Node, node_context: context.NodeContext) -> None:
@@ -119,12 +137,16 @@ class MultiProcessingColocation(_Colocation):
                              f"{num_retries_on_failure!r}")
         self._retries = RestartPolicy(max_restarts=num_retries_on_failure, backoff_secs=0.0)
 
-    def execute(self) -> None:
+    def run(self) -> None:
         self._check_not_empty()
-        parent = context.current()
+        with base.running_context() as parent:
+            if parent.process_starter is None:
+                self._run_standalone()
+            else:
+                self._run_children(parent)
+
+    def _run_children(self, parent: context.NodeContext) -> None:
         starter = parent.process_starter
-        if starter is None:
-            raise RuntimeError(f"{self!r} needs a launcher that can start processes")
         ended: queue.SimpleQueue = queue.SimpleQueue()
         parent.add_stop_handler(lambda: ended.put(None))
         children: dict[Any, base.Node] = {}
@@ -156,6 +178,46 @@ class MultiProcessingColocation(_Colocation):
                 running.add(child)
                 continue
             error = ColocationError(
-                f"colocated node {children[child].name} failed: {reason}"
-                + (f"\n{node_traceback}" if node_traceback else ""))
+                f"colocated node {children[child].name} failed: {reason}; "
+                f"{self._budget_spent()}" + (f"\n{node_traceback}" if node_traceback else ""))
             raise error from exception
+
+    def _budget_spent(self) -> str:
+        return f"num_retries_on_failure (={self._retries.max_restarts}) is reached."
+
+    def _run_standalone(self) -> None:
+        """Each node in a child process of this one, all at once; a failed one is started
+        again while the retries last (one budget for all, as in Launchpad)."""
+        retries = [0]
+        lock = threading.Lock()
+        with futures.ThreadPoolExecutor(len(self._nodes)) as pool:
+            runs = [pool.submit(self._run_standalone_child, node, retries, lock)
+                    for node in self._nodes]
+            for run in futures.as_completed(runs):
+                run.result()
+
+    def _run_standalone_child(self, node: base.Node, retries: list, lock: threading.Lock):
+        handle, path = tempfile.mkstemp(prefix="launchpad-node-")  # this user's only
+        try:
+            with os.fdopen(handle, "wb") as file:
+                file.write(cloudpickle.dumps(node))
+            while True:
+                own_tmp = tempfile.mkdtemp(prefix="launchpad-child-")
+                try:
+                    process = subprocess.Popen(
+                        [sys.executable, "-m", "launchpad.launch", "--standalone", path],
+                        env={**os.environ, "TMPDIR": own_tmp})
+                    code = process.wait()
+                finally:
+                    shutil.rmtree(own_tmp, ignore_errors=True)
+                if code == 0:
+                    return
+                with lock:
+                    if retries[0] >= self._retries.max_restarts:
+                        raise ColocationError(f"colocated node {node!r} exited with code "
+                                              f"{code}; {self._budget_spent()}")
+                    retries[0] += 1
+                logging.warning("Colocated node %r (pid %s) exited with code %s; starting "
+                                "it again", node, process.pid, code)
+        finally:
+            os.unlink(path)

@@ -46,13 +46,12 @@ from absl import logging
 from launchpad import context
 from launchpad.courier import client as courier_client
 from launchpad.courier import server as courier_server
-from launchpad.nodes import base
-from launchpad.nodes.courier import (
-    CLIENT_OPTIONS,
-    SERVER_OPTIONS,
+from launchpad.nodes import base, dereference
+from launchpad.nodes.courier.node import (
     CourierHandle,
-    check_options,
+    client_options,
     run_or_wait,
+    server_options,
     serving,
 )
 
@@ -137,9 +136,8 @@ class ReplicatedNode(base.Node):
         if mode == "async":
             roles = [("chief", 0), *roles, *(("ps", i) for i in range(num_ps))]
         self._plan = _Plan(cls, args, kwargs, mode, roles, devices, startup_timeout_secs,
-                           check_options("courier_kwargs", courier_kwargs, SERVER_OPTIONS))
-        self._client_kwargs = check_options("courier_client_kwargs", courier_client_kwargs,
-                                            CLIENT_OPTIONS)
+                           server_options(courier_kwargs))
+        self._client_kwargs = client_options(courier_client_kwargs)
         self._tasks = [self] + [_ReplicaTask(self._plan, i) for i in range(1, len(roles))]
 
     def bind_to_program(self, program: Any, label: str, index: int) -> None:
@@ -164,7 +162,7 @@ class ReplicatedNode(base.Node):
     def needs_own_process(self) -> str | None:
         return _own_process_reason(self._plan)
 
-    def execute(self) -> None:
+    def run(self) -> None:
         _run_task(self._plan, 0)
 
     def __getstate__(self) -> dict:
@@ -197,7 +195,7 @@ class _ReplicaTask(base.Node):
     def needs_own_process(self) -> str | None:
         return _own_process_reason(self._plan)
 
-    def execute(self) -> None:
+    def run(self) -> None:
         _run_task(self._plan, self._role_index)
 
 
@@ -247,8 +245,8 @@ def _run_task(plan: _Plan, role_index: int) -> None:
     with serving(node, **plan.server_kwargs) as server:
         replicator = replicator_lib.Replicator(plan.devices, cluster, plan.startup_timeout_secs)
         with replicator.scope():
-            trainer = plan.cls(replicator, *base.dereference_all(plan.args),
-                               **base.dereference_all(plan.kwargs))
+            trainer = plan.cls(replicator, *dereference.dereference_all(plan.args),
+                               **dereference.dereference_all(plan.kwargs))
         runs = callable(getattr(trainer, "run", None))
         if role_index == 0 and not runs and cluster is not None and cluster.mode == "sync":
             server.serve(_ReplayOnPeers(trainer, [

@@ -1,7 +1,6 @@
 """Programs launched for real, one test body for every launch type (local_mt, test_mt,
 local_mp, test_mp)."""
 
-import contextlib
 import dataclasses
 import threading
 import uuid
@@ -246,14 +245,31 @@ def test_a_node_failure_fails_the_test_under_test_launchers(launch_type, no_leak
             program.add_node(lp.PyNode(_raise_in_run), label="bad")
             program.add_node(lp.CourierNode(Echo), label="server")
             controller = lp.launch(program, launch_type=launch_type, test_case=self)
-            # Let the program end first; the cleanup the launcher added must report the failure.
-            with contextlib.suppress(lp.NodeFailedError):
-                controller.wait(TIMEOUT)
+            # Let the node end first; the cleanup the launcher added must report the failure.
+            assert controller.wait_for_node("bad/0", TIMEOUT)
 
     result = unittest.TestResult()
     Case().run(result)
     assert len(result.errors) == 1
     assert "NodeFailedError" in result.errors[0][1] and "bad/0" in result.errors[0][1]
+
+
+@pytest.mark.parametrize("launch_type", ["test_mt", "test_mp"])
+def test_a_failure_a_wait_raised_to_the_test_does_not_fail_it_again(
+        launch_type, no_leaked_threads, no_leaked_processes):
+    import unittest
+
+    class Case(unittest.TestCase):
+        def runTest(self):
+            program = lp.Program("in_test")
+            program.add_node(lp.PyNode(_raise_in_run), label="bad")
+            controller = lp.launch(program, launch_type=launch_type, test_case=self)
+            with self.assertRaisesRegex(KeyError, "boom in run"):  # the node's own type
+                controller.wait(TIMEOUT)
+
+    result = unittest.TestResult()
+    Case().run(result)
+    assert result.wasSuccessful(), result.errors + result.failures
 
 
 class StopWatcher:
@@ -410,7 +426,7 @@ def test_an_empty_program_cannot_be_launched():
 def test_unpicklable_node_is_named_under_test_mt(request):
     program = lp.Program("p")
     program.add_node(lp.PyNode(print, threading.Lock()), label="locked")
-    with pytest.raises(ValueError, match="locked/0 cannot be serialized"):
+    with pytest.raises(ValueError, match="label .locked. were not serializable .*node locked/0"):
         lp.launch(program, launch_type="test_mt", test_case=request)
 
 

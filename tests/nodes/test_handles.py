@@ -7,7 +7,8 @@ import pickle
 import pytest
 
 import launchpad as lp
-from launchpad.nodes.base import Handle, dereference_all
+from launchpad.nodes.base import Handle
+from launchpad.nodes.dereference import dereference_all
 
 
 class _FakeHandle(Handle):

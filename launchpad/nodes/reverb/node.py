@@ -7,6 +7,9 @@ more at a graceful stop. A server started with the checkpointer of a previous ru
 path) loads its latest checkpoint, so a ReverbNode restarted by its group's RestartPolicy comes
 back with its data.
 
+Outside any launch (Launchpad's unit tests: `reverb_address` bound with `Address.bind`,
+`node.run()` on a thread) the server listens on the bound port; `node._server` is it.
+
 Its handle dereferences to a `ReverbClient`: a `reverb.Client` of the node made on first use,
 so a node that only holds the handle imports Reverb (and TensorFlow) only when it first uses
 it. Reverb and TensorFlow are extras (`pip install launchpad-next[reverb]`), imported here only
@@ -19,7 +22,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from launchpad import context, control
+from launchpad import control
+from launchpad.address import Address, get_port_from_address
 from launchpad.nodes import base
 
 _RESOLVE_TIMEOUT_SECS = 60.0
@@ -39,7 +43,7 @@ class ReverbClient:
     (`insert`, `sample`, `trajectory_writer`, `server_address`, ...) is available here, and
     `.client` is the `reverb.Client` itself. Pickles as the node it refers to."""
 
-    def __init__(self, resolver: control.NodeResolver):
+    def __init__(self, resolver: control.NodeResolver | Address):
         self._resolver = resolver
         self._client = None
         self._lock = threading.Lock()
@@ -67,7 +71,13 @@ class ReverbClient:
 class ReverbHandle(base.Handle):
     """Dereferences to a ReverbClient of the node."""
 
+    def __init__(self, node: "ReverbNode"):
+        super().__init__(node)
+        self._address = node.reverb_address
+
     def dereference(self) -> ReverbClient:
+        if self._address.bound:  # outside any launch
+            return ReverbClient(self._address)
         program = self._program_context()
         return ReverbClient(program.resolver(self._label, self._index))
 
@@ -96,7 +106,18 @@ class ReverbNode(base.Node):
                              f"{checkpoint_time_delta_minutes}")
         self._priority_tables_fn = priority_tables_fn
         self._checkpoint_ctor = checkpoint_ctor
-        self._checkpoint_every = checkpoint_time_delta_minutes
+        self._checkpoint_time_delta_minutes = checkpoint_time_delta_minutes
+        self._address = Address("", registered_by_node=True)
+        self.allocate_address(self._address)
+        self._server: Any = None  # the reverb.Server while the node runs (Launchpad's name)
+
+    @property
+    def reverb_address(self) -> Address:
+        """The address of the node's Reverb server (Launchpad's name)."""
+        return self._address
+
+    def __getstate__(self) -> dict:
+        return {**super().__getstate__(), "_server": None}
 
     def create_handle(self) -> base.Handle:
         return ReverbHandle(self)
@@ -107,19 +128,29 @@ class ReverbNode(base.Node):
     def runs(self) -> str:
         return base.name_of(self._priority_tables_fn)
 
-    def execute(self) -> None:
+    def run(self) -> None:
         reverb = _import_reverb()
-        node = context.current()
-        checkpointer = self._checkpoint_ctor() if self._checkpoint_ctor else None
-        server = reverb.Server(tables=list(self._priority_tables_fn()), port=None,
-                               checkpointer=checkpointer)
-        try:
-            node.controller.register(self.label, self.index, "", node.endpoint(server.port))
-            local = server.localhost_client()
-            interval = None if self._checkpoint_every is None else self._checkpoint_every * 60
-            while not node.stop_event.wait(interval):
-                local.checkpoint()
-            if checkpointer is not None or interval is not None:
-                local.checkpoint()  # a graceful stop keeps the data
-        finally:
-            server.stop()
+        with base.running_context() as node:
+            checkpointer = self._checkpoint_ctor() if self._checkpoint_ctor else None
+            port = (get_port_from_address(self._address.resolve()) if self._address.bound
+                    else None)
+            self._server = server = reverb.Server(
+                tables=list(self._priority_tables_fn()), port=port, checkpointer=checkpointer)
+            try:
+                if not node.standalone:
+                    node.controller.register(self.label, self.index, "",
+                                             node.endpoint(server.port))
+                self._serve(server, node.stop_event, checkpointer is not None)
+            finally:
+                server.stop()
+                self._server = None
+
+    def _serve(self, server: Any, stopped: threading.Event, checkpoints: bool) -> None:
+        """Serves until the program stops, checkpointing as asked and once at the stop."""
+        local = server.localhost_client()
+        minutes = self._checkpoint_time_delta_minutes
+        interval = None if minutes is None else minutes * 60
+        while not stopped.wait(interval):
+            local.checkpoint()
+        if checkpoints or interval is not None:
+            local.checkpoint()  # a graceful stop keeps the data

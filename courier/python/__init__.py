@@ -1,0 +1,1 @@
+"""Launchpad's `courier.python` modules: `client` and `py_server`."""

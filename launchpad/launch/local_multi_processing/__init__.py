@@ -1,0 +1,1 @@
+"""local_mp under Launchpad's path: `launch`, its launch function."""

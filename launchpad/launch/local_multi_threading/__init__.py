@@ -1,0 +1,1 @@
+"""local_mt under Launchpad's path: `launch`, its launch function."""

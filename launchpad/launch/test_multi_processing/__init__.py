@@ -1,0 +1,1 @@
+"""test_mp under Launchpad's path: `launch`, its launch function."""

@@ -1,0 +1,1 @@
+"""Launchpad's path of MultiProcessingColocation (launchpad/nodes/colocation.py)."""

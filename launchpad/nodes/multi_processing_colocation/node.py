@@ -1,0 +1,5 @@
+"""Launchpad's path of MultiProcessingColocation (launchpad/nodes/colocation.py)."""
+
+from launchpad.nodes.colocation import MultiProcessingColocation
+
+__all__ = ["MultiProcessingColocation"]

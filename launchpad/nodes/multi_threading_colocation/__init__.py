@@ -1,0 +1,1 @@
+"""Launchpad's path of MultiThreadingColocation (launchpad/nodes/colocation.py)."""

@@ -1,0 +1,1 @@
+"""Reverb replay servers as nodes (Launchpad's package): `node` (ReverbNode, ReverbHandle)."""

@@ -1,0 +1,1 @@
+"""Launchpad's path of `make_program_stopper` (launchpad/stopping.py)."""

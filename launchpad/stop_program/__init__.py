@@ -1,0 +1,1 @@
+"""Launchpad's path of `lp.stop` (launchpad/stopping.py)."""
