@@ -121,8 +121,9 @@ class WorkerManager:
         _register_signal_handler(signal.SIGTERM, self._sigterm)
         _register_signal_handler(signal.SIGQUIT, self._sigquit)
         _register_signal_handler(signal.SIGINT, self._stop_by_user)
-        if register_in_thread:
-            context.enter(self._context)
+        # The thread that registered, and how to let its context go at the cleanup.
+        self._registered = (threading.get_ident(), context.enter(self._context)
+                            ) if register_in_thread else None
 
     # --- stopping ---------------------------------------------------------------------------
 
@@ -300,6 +301,9 @@ class WorkerManager:
             failure, self._first_failure = self._first_failure, None
         with _lock:
             _managers.pop(id(self._context), None)
+        if self._registered is not None and self._registered[0] == threading.get_ident():
+            context.leave(self._registered[1])  # this thread is none of the manager's now
+            self._registered = None
         if failure is not None:
             raise failure
 
