@@ -96,7 +96,7 @@ def _module_level_imports(path: pathlib.Path) -> set[str]:
 
 def test_the_graph_its_pictures_the_context_and_the_protocol_import_neither_nodes_nor_launchers():
     for name in ("program.py", "context.py", "address.py", "stopping.py", "control.py",
-                 "dot.py", "render.py"):
+                 "dot.py", "render.py", "flags.py", "lazy_loader.py"):
         imports = _module_level_imports(PACKAGE / name)
         above = {m for m in imports if m.startswith(("launchpad.nodes", "launchpad.launch"))}
         assert not above, f"{name} imports {above}"
@@ -119,3 +119,27 @@ def test_the_command_is_imported_by_nothing_of_the_package_and_imports_no_extra(
                "('ray', 'kubernetes', 'yaml', 'rich', 'tensorflow', 'numpy')], "
                "'launchpad.launch.slurm' in sys.modules)")
     assert out == "[] False"
+
+
+def _all_imports(path: pathlib.Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return found
+
+
+def test_launchpads_top_level_courier_package_is_imported_by_nothing_of_ours():
+    """`courier` (Launchpad's package, over ours) is the top of the layers, as the command
+    is: made of launchpad's courier and context, and imported by no module of launchpad."""
+    users = {str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")
+             if any(m == "courier" or m.startswith("courier.") for m in _all_imports(p))}
+    assert not users, f"{users} import the top-level courier package"
+    top = PACKAGE.parent / "courier"
+    for path in top.rglob("*.py"):
+        outside = {m for m in _all_imports(path) if m.startswith("launchpad")
+                   and not m.startswith(("launchpad.courier", "launchpad.context"))
+                   and m != "launchpad"}
+        assert not outside, f"{path.relative_to(top.parent)} imports {outside}"
