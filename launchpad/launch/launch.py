@@ -21,6 +21,7 @@ from launchpad.courier.tls import TLS
 from launchpad.launch import at_exit, interrupts, live_status, run_registry, terminals
 from launchpad.launch import resources as resources_lib
 from launchpad.launch.controller import Controller
+from launchpad.launch.controllers import Controllers
 from launchpad.launch.errors import LaunchError
 from launchpad.launch.kubernetes_settings import KubernetesSettings
 from launchpad.launch.launch_options import clocks, ray_settings, slurm_settings
@@ -138,8 +139,9 @@ def launch(programs: Program | Sequence[Program],
            startup_timeout_secs: float | None = None,
            detach: bool = False,
            status: bool | None = None,
-           dashboard_port: int | None = None) -> Controller | list[Controller]:
-    """Launches a program (or several) and returns its controller (or a list of them).
+           dashboard_port: int | None = None) -> Controller | Controllers:
+    """Launches a program (or several) and returns its controller (or a list of them, which
+    also waits for and stops them all: Controllers).
 
     Args:
       programs: the program, or a list of programs, to launch.
@@ -264,7 +266,7 @@ def launch(programs: Program | Sequence[Program],
         if show_status:
             live_status.start(controller)
         _at_interpreter_exit(controller, launch_type, test_case)
-    return controllers[0] if single else controllers
+    return controllers[0] if single else Controllers(controllers)
 
 
 # Launch types whose programs belong to the launching process, not to a test: the exit

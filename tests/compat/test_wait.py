@@ -99,3 +99,13 @@ def test_launchpads_view_of_the_workers_groups_them_by_label(launch):
     assert workers["daemon"][0].poll() is None
     controller._kill()
     assert controller.wait(timeout=TIMEOUT)
+
+
+def test_programs_launched_together_are_waited_for_and_stopped_as_one(no_leaked_threads):
+    programs = [lp.Program(name) for name in ("a", "b")]
+    for program in programs:
+        program.add_node(lp.PyNode(_block), label="daemon")
+    launched = lp.launch(programs, launch_type="local_mt")
+    assert [c.program_name for c in launched] == ["a", "b"]
+    assert launched.wait(timeout=0.1) is False
+    assert launched.stop_and_wait()
