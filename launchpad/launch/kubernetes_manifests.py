@@ -35,6 +35,7 @@ from typing import Any
 
 import cloudpickle
 
+from launchpad.context import LaunchType
 from launchpad.courier.tls import TLS
 from launchpad.launch import ending, kubernetes_pod, spec
 from launchpad.launch import resources as resources_lib
@@ -88,6 +89,7 @@ class _SpecContext:
     controller_address: str
     token: str = ""
     tls: TLS | None = None
+    launch_type: str = LaunchType.KUBERNETES.value
 
 
 def kubernetes_manifests(program: Program, resources: Mapping[str, Resources] | None = None,
