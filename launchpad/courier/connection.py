@@ -317,6 +317,7 @@ class Connection:
             self.close(error)
         with self._lock:
             self._streams.discard(stream)
+        stream.outbox.put(None)  # its thread, if it has one and a caller drove it, ends too
 
     def _deliver(self, stream: "_Stream", message: bytes) -> _After:
         lane = stream.transport.lane
@@ -328,6 +329,7 @@ class Connection:
             elif self.broken or stream.abandoned:
                 after = _After.FINISH
                 self._streams.discard(stream)
+                stream.outbox.put(None)  # as in _stream_broke
             else:
                 after = _After.LEAVE
                 self._idle.append(stream)

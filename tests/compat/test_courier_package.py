@@ -49,16 +49,30 @@ def _raise():
     raise ValueError("Exception method called")
 
 
-def test_bound_functions_answer_with_their_arguments_defaults_and_keywords(server):
-    client = courier.Client(server.address)
+@pytest.fixture
+def connect(server):
+    """`connect(**options)`: a courier.Client of `server`, closed when the test ends."""
+    made = []
+
+    def client(**options):
+        made.append(courier.Client(server.address, **options))
+        return made[-1]
+
+    yield client
+    for client in made:
+        client.close()
+
+
+def test_bound_functions_answer_with_their_arguments_defaults_and_keywords(connect):
+    client = connect()
     assert client.lambda_add(12, 5) == 17 and client.method_add(12, 5) == 17
     assert client.no_args() == 1000 and client.add_default(23) == 123
     assert client.add_default(23, b=500) == 523 and client.bytes_value() == b"1234"
     assert client.futures.add_default(23).result(TIMEOUT) == 123
 
 
-def test_rebinding_and_unbinding_change_what_is_served(server):
-    client = courier.Client(server.address)
+def test_rebinding_and_unbinding_change_what_is_served(server, connect):
+    client = connect()
     server.Bind("rebind", lambda: 2345)
     assert client.rebind() == 2345
     server.Unbind("rebind")
@@ -70,8 +84,8 @@ def test_rebinding_and_unbinding_change_what_is_served(server):
         "no_args", "sleep"]
 
 
-def test_a_remote_exception_keeps_its_type_and_message(server):
-    client = courier.Client(server.address)
+def test_a_remote_exception_keeps_its_type_and_message(connect):
+    client = connect()
     with pytest.raises(ValueError, match="Exception method called"):
         client.exception_method()
     with pytest.raises(ValueError, match="Exception method called"):
@@ -79,8 +93,8 @@ def test_a_remote_exception_keeps_its_type_and_message(server):
 
 
 @pytest.mark.parametrize("use_futures", [False, True])
-def test_a_call_longer_than_the_timeout_is_deadline_exceeded(server, use_futures):
-    client = courier.Client(server.address, call_timeout=datetime.timedelta(seconds=0.2))
+def test_a_call_longer_than_the_timeout_is_deadline_exceeded(connect, use_futures):
+    client = connect(call_timeout=datetime.timedelta(seconds=0.2))
     assert client.sleep(0.01) is None
     with pytest.raises(errors.CallTimeoutError, match="Deadline Exceeded") as raised:
         if use_futures:
@@ -90,8 +104,8 @@ def test_a_call_longer_than_the_timeout_is_deadline_exceeded(server, use_futures
     assert raised.value.code == 4  # DEADLINE_EXCEEDED (ml-metrics tells timeouts so)
 
 
-def test_a_future_cancelled_before_its_answer_is_cancelled(server):
-    future = courier.Client(server.address).futures.sleep(2)
+def test_a_future_cancelled_before_its_answer_is_cancelled(connect):
+    future = connect().futures.sleep(2)
     assert future.cancel()
     with pytest.raises(futures.CancelledError):
         future.result(TIMEOUT)

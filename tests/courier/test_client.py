@@ -300,6 +300,23 @@ def test_client_works_after_a_call_timed_out(serve, connect, service):
     assert client.add(1, 1) == 2
 
 
+def test_a_timed_out_blocking_call_leaves_no_thread_once_its_client_is_closed(
+        serve, connect, service):
+    server = serve(service)
+    before = set(threading.enumerate())
+    client = connect(server, call_timeout=0.3)
+    assert client.ping() == "pong"
+    with pytest.raises(courier.CallTimeoutError):
+        client.block()
+    client.close()
+    service.blocker.release.set()  # the server answers the call given up
+    deadline = time.monotonic() + 10
+    left = [t for t in set(threading.enumerate()) - before if t.name == "courier-client"]
+    for thread in left:  # each ends by itself: none is left polling its stream for good
+        thread.join(max(0.0, deadline - time.monotonic()))
+    assert not [t.name for t in left if t.is_alive()]
+
+
 def test_a_timed_out_blocking_call_does_not_keep_its_result_alive(serve, connect, service):
     client = connect(serve(service), call_timeout=60)
     result = client.identity(Payload())

@@ -23,7 +23,7 @@ class PyNode(base.Node):
     def __init__(self, function: Callable[..., Any], *args, **kwargs):
         super().__init__()
         if not callable(function):
-            raise TypeError(f"PyNode needs a callable, got {function!r}")
+            raise TypeError(f"{type(self).__name__} needs a callable, got {function!r}")
         self._function = function
         self._args = args
         self._kwargs = kwargs
@@ -45,24 +45,22 @@ class PyNode(base.Node):
         self._function(*args, **kwargs)
 
 
-class PyClassNode(base.Node):
+class PyClassNode(PyNode):
     """Builds `constructor(*args, **kwargs)` in the node's process and calls its `run()` if
-    it has one.
+    it has one (a PyNode, as in Launchpad, whose function builds and runs the object).
 
     `disable_run()` skips `run()`; `configure(*args, **kwargs)` sets the constructor
     arguments after the node was added, so nodes can hold each other's handles (cycles).
     """
 
     def __init__(self, constructor: Callable[..., Any], *args, **kwargs):
-        super().__init__()
-        if not callable(constructor):
-            raise TypeError(f"{type(self).__name__} needs a class or factory, got "
-                            f"{constructor!r}")
-        self._constructor = constructor
-        self._args = args
-        self._kwargs = kwargs
+        super().__init__(constructor, *args, **kwargs)
         self._should_run = True
         self._instance: Any = None
+
+    @property
+    def _constructor(self) -> Callable[..., Any]:  # Launchpad's name
+        return self._function
 
     def configure(self, *args, **kwargs) -> None:
         """Replaces the constructor arguments (use after add_node to build cycles)."""
@@ -77,24 +75,12 @@ class PyClassNode(base.Node):
         """Call the object's `run()` (the default)."""
         self._should_run = True
 
-    def create_handle(self) -> base.Handle:
-        return base.UnservedHandle(self)
-
-    def default_label(self) -> str:
-        return getattr(self._constructor, "__name__", type(self._constructor).__name__)
-
-    def arguments(self) -> Any:
-        return self._args, self._kwargs
-
-    def runs(self) -> str:
-        return base.name_of(self._constructor)
-
     def _construct_instance(self) -> Any:
         """The node's object, built in this process on first use (Launchpad's name); a run
         lets it go when it ends, so the next run (a restart) builds a new one."""
         if self._instance is None:
             args, kwargs = dereference.dereference_all((self._args, self._kwargs))
-            self._instance = self._constructor(*args, **kwargs)
+            self._instance = self._function(*args, **kwargs)
         return self._instance
 
     def runs_object(self, instance: Any) -> bool:
