@@ -71,6 +71,7 @@ class _OwnRun(lp.PyNode):
 
     def run(self):
         self._box.put(("own", self.web.resolve()))
+        lp.wait_for_stop()  # serving (a peer resolves its address meanwhile)
 
 
 def test_a_node_whose_run_is_its_own_still_has_its_addresses_registered(launch, box):
