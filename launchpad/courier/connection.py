@@ -131,6 +131,7 @@ class Connection:
             pending = [future for stream in streams for future in stream.pending.values()]
             for stream in streams:
                 stream.pending = {}
+        self._dialer.cancel()  # a dial under way ends
         for _, _, future in early:
             settle(future, exception=error)
         for future in pending:

@@ -9,6 +9,7 @@ it answers. The wait is bounded by the client's connect_timeout.
 
 from __future__ import annotations
 
+import threading
 import time
 
 from launchpad.courier import errors, streams, transport
@@ -21,6 +22,9 @@ from launchpad.courier.tls import TLS
 # wait finds the restarted server's address as soon as it is registered, not half a second on.
 _FIRST_RESOLVE_AGAIN_SECS = 0.01
 _RESOLVE_AGAIN_SECS = 0.5
+# A channel is waited for in slices of at most this long, so that a dial its connection no
+# longer wants (the client was closed) ends soon after.
+_SLICE_SECS = 0.5
 
 
 class Dialer:
@@ -36,6 +40,12 @@ class Dialer:
         self._compress = compress
         self._tls = tls
         self._mode = mode
+        self._cancelled = threading.Event()
+
+    def cancel(self) -> None:
+        """Ends a dial under way (its connection was closed): it raises ClientClosedError
+        within _SLICE_SECS."""
+        self._cancelled.set()
 
     def dial(self) -> streams.Channel:
         """A channel to the server, connected unless wait_for_ready is off (then calls fail
@@ -65,7 +75,7 @@ class Dialer:
                         channel.close()
                     channel = self._new_channel()
                     channel_address = self.address
-                attempt = _RESOLVE_AGAIN_SECS if remaining is None else remaining
+                attempt = _SLICE_SECS if remaining is None else min(remaining, _SLICE_SECS)
                 if not isinstance(self._target, str):
                     attempt = min(attempt, resolve_again)
                     resolve_again = min(2 * resolve_again, _RESOLVE_AGAIN_SECS)
@@ -73,6 +83,9 @@ class Dialer:
                     ready, channel = transport.faster(channel, self.address, self._tls,
                                                       self._mode), None
                     return ready
+                if self._cancelled.is_set():
+                    raise errors.ClientClosedError(
+                        f"The client of {self.address} was closed while it connected")
                 if deadline is not None and time.monotonic() >= deadline:
                     raise self._unreachable(channel)
         finally:
