@@ -100,11 +100,12 @@ class ProgramStatus:
     launch_type: str
     run_id: str
     started_at: float  # unix time of the launch
-    state: str  # 'running', 'stopping' or 'stopped'
+    state: str  # 'pending', 'running', 'stopping' or 'stopped'
     stop_reason: str
     failure: str  # the failure that stopped it ('' if none)
     nodes: list[NodeStatus]
     log_dir: str | None = None
+    pending: str = ""  # what it waits for while 'pending' (a Slurm job's reason)
 
 
 def check_sample(sample: object) -> NodeSample:

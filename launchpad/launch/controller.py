@@ -117,6 +117,9 @@ class Controller(LaunchpadWorkers):
         # of the process its launcher runs in.
         self.node_output: Any = None
         self.launch_type = launch_type
+        # What the program waits for before any node can start (a Slurm job pending, with
+        # Slurm's reason); '' once it need not wait. Its status is then 'pending'.
+        self.pending = ""
         self.run_id = ""  # what the run registry names this launch (launch.py)
         self.started_at = time.time()
         # The dashboard's address, with its token, when the launch serves one.
@@ -227,10 +230,11 @@ class Controller(LaunchpadWorkers):
             program=self.program_name, launch_type=self.launch_type, run_id=self.run_id,
             started_at=self.started_at,
             state=("stopped" if self._finished.is_set() else
-                   "stopping" if self._stopping.is_set() else "running"),
+                   "stopping" if self._stopping.is_set() else
+                   "pending" if self.pending else "running"),
             stop_reason=self.stop_reason, failure=str(failure) if failure else "",
             nodes=self._book.statuses(self._registry.addresses_by_unit()),
-            log_dir=self.log_dir)
+            log_dir=self.log_dir, pending=self.pending)
 
     def report(self, label: str, index: int, instance: str,
                sample: telemetry.NodeSample) -> None:

@@ -34,8 +34,7 @@ import cloudpickle
 from launchpad import address, control, telemetry
 from launchpad.context import LaunchType
 from launchpad.courier.tls import TLS
-from launchpad.launch import errors, private_files, run_records, slurm
-from launchpad.launch import resources as resources_lib
+from launchpad.launch import errors, private_files, run_records, slurm, slurm_job, slurm_placement
 from launchpad.launch.controller import Controller
 from launchpad.launch.remote import RemoteController
 from launchpad.program import Program
@@ -53,6 +52,7 @@ class _LaunchSpec:
     liveness_timeout_secs: float
     tls: TLS | None
     startup_timeout_secs: float
+    placement: slurm_placement.Placement  # computed at launch, against the cluster then
 
 
 def launch(program: Program, options: dict[str, Any], *, termination_notice_secs: float,
@@ -60,7 +60,7 @@ def launch(program: Program, options: dict[str, Any], *, termination_notice_secs
            tls: TLS | None) -> SlurmRemoteController:
     """Submits the job whose batch step is the program's controller."""
     settings = options["slurm"] or slurm.SlurmSettings()
-    needs = resources_lib.per_group(list(program.groups), program.name, options["resources"])
+    placement = slurm.placement_of(program, options["resources"], settings)
     run_dir = run_records.make(program.name, settings.run_dir)
     try:
         pickled = cloudpickle.dumps(program)
@@ -72,10 +72,12 @@ def launch(program: Program, options: dict[str, Any], *, termination_notice_secs
                                     "bind_address")}
     private_files.write_private(path, pickle.dumps(_LaunchSpec(
         pickled, kept, termination_notice_secs, liveness_timeout_secs, tls,
-        startup_timeout_secs)))
-    job = slurm.SlurmJob.submit(program.name, slurm.components_of(program, needs), settings,
-                                run_dir, [sys.executable, "-m", "launchpad.launch",
-                                          "--control", path])
+        startup_timeout_secs, placement)))
+    job = slurm_job.SlurmJob.submit(
+        placement, slurm.sbatch_argv(placement, settings, run_dir,
+                                     [sys.executable, "-m", "launchpad.launch", "--control",
+                                      path]),
+        pending_timeout_secs=settings.pending_timeout_secs)
     private_files.write_private(os.path.join(run_dir, "job"), job.job_id.encode())
     return SlurmRemoteController(program.name, job, run_dir, tls)
 
@@ -94,7 +96,8 @@ def attach(folder: str) -> SlurmRemoteController:
         raise errors.LaunchError(f"Run {os.path.basename(folder)!r} is not a detached run "
                                  f"({e})") from e
     return SlurmRemoteController(run_records.program_name_of(os.path.basename(folder)),
-                            slurm.SlurmJob(job_id, [], running=True), folder, launch_spec.tls)
+                                 slurm_job.SlurmJob(job_id, launch_spec.placement, running=True),
+                                 folder, launch_spec.tls)
 
 
 def is_slurm_run(folder: str) -> bool:
@@ -125,7 +128,6 @@ def run_controller(path: str) -> int:
     program: Program = cloudpickle.loads(launch_spec.program)
     options = launch_spec.options
     settings = options["slurm"] or slurm.SlurmSettings()
-    needs = resources_lib.per_group(list(program.groups), program.name, options["resources"])
     controller = Controller(
         program, termination_notice_secs=launch_spec.termination_notice_secs,
         liveness_timeout_secs=launch_spec.liveness_timeout_secs,
@@ -135,9 +137,9 @@ def run_controller(path: str) -> int:
     run_dir = os.path.dirname(path)
     controller.run_id = os.path.basename(run_dir)
     # This job: it ends when this batch step does, so the program's end need not cancel it.
-    job = slurm.SlurmJob(os.environ["SLURM_JOB_ID"], slurm.components_of(program, needs),
-                         running=True, ends_with_this_process=True)
-    slurm.start_nodes(program, controller, job, needs, settings, run_dir,
+    job = slurm_job.SlurmJob(os.environ["SLURM_JOB_ID"], launch_spec.placement, running=True,
+                             ends_with_this_process=True)
+    slurm.start_nodes(program, controller, job, settings, run_dir,
                       terminal=options["terminal"], local_resources=options["local_resources"],
                       bind_address=options["bind_address"])
     private_files.write_private(os.path.join(run_dir, "controller.address"),
@@ -157,7 +159,7 @@ class SlurmRemoteController(RemoteController):
     same `wait()`, `stop()`, `kill()`, `stop_and_wait()`, `exit_codes()`, `restarts()` and
     `with` as `lp.Controller`; `run_id` names the run for `lp.attach`."""
 
-    def __init__(self, program_name: str, job: slurm.SlurmJob, run_dir: str,
+    def __init__(self, program_name: str, job: slurm_job.SlurmJob, run_dir: str,
                  tls: TLS | None):
         self.program_name = program_name
         self.job_id = job.job_id

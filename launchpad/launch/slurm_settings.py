@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from launchpad.launch import run_records
+from launchpad.launch import run_records, slurm_placement
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,6 +30,14 @@ class SlurmSettings:
         specs, logs) is made, private to the user (default ~/.launchpad).
       controller_host: the address nodes reach the controller at (default: this host's
         address on the route to slurmctld).
+      components: how groups become components of the job (slurm_placement.py):
+        "by_kind" (default) puts every group in one component, packed on as few hosts as
+        hold it, unless groups differ in kind (GPUs or not, or a Resources.extra such as a
+        partition or constraint): those get a component each; "by_resources" makes a
+        component per distinct lp.Resources, a heterogeneous job as Slurm sees it.
+      pending_timeout_secs: fail the launch (and cancel the job) if it still pends after
+        this long; None waits as long as Slurm keeps it (reasons it never recovers from,
+        such as PartitionConfig, fail it at once either way).
     """
 
     partition: str | None = None
@@ -40,6 +48,8 @@ class SlurmSettings:
     sbatch_args: Sequence[str] = ()
     run_dir: str = run_records.DEFAULT_RUN_DIR
     controller_host: str | None = None
+    components: str = slurm_placement.BY_KIND
+    pending_timeout_secs: float | None = None
 
     def __post_init__(self):
         if isinstance(self.sbatch_args, str):
@@ -48,6 +58,14 @@ class SlurmSettings:
         if not isinstance(self.stop_before_end_secs, int) or self.stop_before_end_secs < 0:
             raise ValueError("SlurmSettings.stop_before_end_secs must be an int >= 0, got "
                              f"{self.stop_before_end_secs!r}")
+        if self.components not in slurm_placement.COMPONENT_MODES:
+            raise ValueError(f"SlurmSettings.components must be one of "
+                             f"{slurm_placement.COMPONENT_MODES}, got {self.components!r}")
+        timeout = self.pending_timeout_secs
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(
+                timeout, (int, float)) or not timeout > 0):
+            raise ValueError(f"SlurmSettings.pending_timeout_secs must be a number > 0 or "
+                             f"None, got {timeout!r}")
         if isinstance(self.time_limit, int) and self.time_limit < 1:
             raise ValueError(f"SlurmSettings.time_limit must be >= 1 minute, got "
                              f"{self.time_limit}")

@@ -40,6 +40,8 @@ def caption(status: telemetry.ProgramStatus) -> str:
         lines.append(f"failed: {status.failure.splitlines()[0]}")
     elif status.stop_reason:
         lines.append(f"stopped: {status.stop_reason}")
+    elif status.state == "pending":
+        lines.append(f"pending: {status.pending}")
     for node in status.nodes:
         if node.failures:
             last = node.failures[-1]

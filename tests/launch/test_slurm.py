@@ -85,15 +85,33 @@ def test_nodes_run_on_several_hosts_and_call_each_other_across_them(slurm, box, 
     assert not _jobs_named("spread"), "the job must not outlive its program"
 
 
-def test_groups_with_different_resources_make_a_heterogeneous_job(slurm, box):
+def test_groups_asked_apart_by_resources_make_a_heterogeneous_job(slurm, box, tmp_path):
     results = box()
     controller = slurm(_servers_and_client("het", 2, results),
-                       resources={"server": WHOLE_HOST, "client": lp.Resources(cpus=2)})
+                       resources={"server": WHOLE_HOST, "client": lp.Resources(cpus=2)},
+                       slurm=lp.SlurmSettings(components="by_resources", run_dir=str(tmp_path)))
     seen, client_host = results.get()
     assert client_host not in {where for where, _ in seen}  # components get their own nodes
-    components = subprocess.run(["squeue", "-h", "-n", "lp-het", "-o", "%i"],
-                                capture_output=True, text=True, check=True).stdout.split()
+    components = _jobs_named("het")
     assert len(components) == 2 and all("+" in c for c in components), components
+    controller.stop()
+    assert controller.wait(TIMEOUT)
+
+
+def test_a_layout_that_fits_packs_the_small_group_beside_the_large_ones(slurm, box):
+    """The issue's layout, on hosts of 16 CPUs: 3 workers of 15 and a collector of 1 (46 of
+    48 CPUs). As a component per lp.Resources it needed 4 hosts of 3 and pended for ever."""
+    results = box()
+    program = lp.Program("fits")
+    with program.group("worker"):
+        workers = [program.add_node(lp.CourierNode(Where)) for _ in range(3)]
+    with program.group("collector"):
+        program.add_node(lp.PyNode(_report_hosts, workers, results))
+    controller = slurm(program, resources={"worker": lp.Resources(cpus=15)})
+    seen, collector_host = results.get()
+    assert len({where for where, _ in seen}) == 3  # a worker per host
+    assert collector_host in {where for where, _ in seen}  # beside one of them
+    assert len(_jobs_named("fits")) == 1  # one component: no heterogeneous job
     controller.stop()
     assert controller.wait(TIMEOUT)
 
@@ -196,14 +214,37 @@ def test_unknown_groups_and_bad_settings_are_refused_before_anything_is_submitte
     assert not _jobs_named("refused")
 
 
-def test_a_job_slurm_refuses_is_a_clear_error(slurm_cluster, monkeypatch, tmp_path):
+def test_a_layout_that_cannot_fit_is_refused_before_submission_with_the_numbers(
+        slurm_cluster, monkeypatch, tmp_path):
     for name, value in slurm_cluster.env.items():
         monkeypatch.setenv(name, value)
     program = lp.Program("too-big")
+    with program.group("worker"):
+        for _ in range(3):
+            program.add_node(lp.PyNode(int))
+    program.add_node(lp.PyNode(int), label="collector")
+    settings = lp.SlurmSettings(run_dir=str(tmp_path))
+    with pytest.raises(lp.SlurmError) as info:
+        lp.launch(program, launch_type="slurm", slurm=settings,
+                  resources={"worker": WHOLE_HOST})
+    assert ("does not fit partition 'main', which has 3 hosts of 16 CPUs: group 'worker' "
+            "needs 3 nodes of 16 CPUs (48 CPUs) and group 'collector' needs 1 node of 1 CPU "
+            "(1 CPU): 49 CPUs, on 48") in str(info.value)
+    with pytest.raises(lp.SlurmError, match=r"Group 'worker' of program 'too-big' asks for "
+                                            r"64 CPUs per node, and the largest host"):
+        lp.launch(program, launch_type="slurm", slurm=settings,
+                  resources={"worker": lp.Resources(cpus=64)})
+    assert not _jobs_named("too-big")
+
+
+def test_a_job_slurm_refuses_is_a_clear_error(slurm_cluster, monkeypatch, tmp_path):
+    for name, value in slurm_cluster.env.items():
+        monkeypatch.setenv(name, value)
+    program = lp.Program("refused")
     program.add_node(lp.PyNode(int), label="worker")
     with pytest.raises(lp.SlurmError, match="sbatch"):
-        lp.launch(program, launch_type="slurm", resources={"worker": lp.Resources(cpus=64)},
-                  slurm=lp.SlurmSettings(run_dir=str(tmp_path)))
+        lp.launch(program, launch_type="slurm", slurm=lp.SlurmSettings(
+            run_dir=str(tmp_path), sbatch_args=["--constraint=nosuchfeature"]))
 
 
 def test_without_slurm_installed_the_launch_says_so(monkeypatch, tmp_path):

@@ -5,7 +5,7 @@
 
 const TOKEN = new URLSearchParams(window.location.search).get("token") || "";
 const REFRESH_MS = 1000;
-const STATES = ["starting", "running", "restarting", "stopped", "failed", "stopping"];
+const STATES = ["pending", "starting", "running", "restarting", "stopped", "failed", "stopping"];
 let selected = null;  // the node whose details are shown ('label/index')
 let latest = null;    // the last status read
 
@@ -80,7 +80,8 @@ function drawHeader(status) {
     "updated " + new Date(status.now * 1000).toLocaleTimeString();
   const banner = document.getElementById("failure");
   // Its first line: the failed node's traceback is in its details.
-  const why = (status.failure || status.stop_reason || "").split("\n")[0];
+  const why = (status.failure || status.stop_reason ||
+               (status.state === "pending" ? "pending: " + status.pending : "")).split("\n")[0];
   banner.hidden = !why;
   banner.textContent = why;
 }
