@@ -68,6 +68,10 @@ def define(flag_values: flags.FlagValues) -> None:
                       "restarts, CPU, memory, call rates) while the program runs, when the "
                       "output is a terminal (needs the `status` extra: rich); under local_mp "
                       "node output then goes to files.", flag_values=flag_values)
+    flags.DEFINE_bool("lp_dry_run", False,
+                      "Check the launch and print what it would start (under slurm: each "
+                      "node's host slot and the sbatch request), starting nothing.",
+                      flag_values=flag_values)
     flags.DEFINE_string("lp_ray_address", None,
                         "launch_type=ray: the Ray cluster to join (its head's host:port, or "
                         "auto), when lp.launch() is given no ray=lp.RaySettings(...); default "

@@ -1,13 +1,19 @@
-"""Ctrl+C in the launching process: the first stops the running programs gracefully, a second
-kills their nodes at once.
+"""Ctrl+C, SIGTERM and SIGHUP of the launching process: the first stops the running programs
+gracefully (a cluster launch's job is cancelled, pending or running), a second kills their
+nodes at once.
 
-The handler is installed by the first launch made from the main thread and stays; when no
-program launched from this process is running, Ctrl+C does what it did before (by default,
-KeyboardInterrupt).
+SIGTERM is what `timeout`, CI runners and `kill` send, SIGHUP what a closed terminal sends: a
+launcher ended so must not leave its program or its cluster job behind, so they do what Ctrl+C
+does (and what Launchpad's worker manager did with SIGTERM); the process lives on until its
+script returns, as after Ctrl+C. The handlers are installed by the first launch made from the
+main thread and stay; when no program launched from this process is running, each signal
+does what it did before (by default: KeyboardInterrupt for Ctrl+C, the end of the process for
+the others).
 """
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sys
 import threading
@@ -18,7 +24,8 @@ from typing import Any
 
 _lock = threading.Lock()
 _running: "weakref.WeakSet[Any]" = weakref.WeakSet()
-_previous: Any = None
+_SIGNALS = {signal.SIGINT: "Ctrl+C", signal.SIGTERM: "SIGTERM", signal.SIGHUP: "SIGHUP"}
+_previous: dict[int, Any] = {}
 _installed = False
 _presses = 0
 # How often a wait of the main thread wakes to let a Ctrl+C in (see wait_in_slices).
@@ -26,13 +33,14 @@ _WAIT_SLICE_SECS = 0.2
 
 
 def watch(controller: Any) -> None:
-    """Lets Ctrl+C stop `controller`'s program while it runs."""
-    global _installed, _previous
+    """Lets Ctrl+C, SIGTERM and SIGHUP stop `controller`'s program while it runs."""
+    global _installed
     with _lock:
         _running.add(controller)
         if not _installed and threading.current_thread() is threading.main_thread():
-            _previous = signal.getsignal(signal.SIGINT)
-            signal.signal(signal.SIGINT, _on_interrupt)
+            for signum in _SIGNALS:
+                _previous[signum] = signal.getsignal(signum)
+                signal.signal(signum, _on_signal)
             _installed = True
     controller.on_finish(lambda: _forget(controller))
 
@@ -45,28 +53,44 @@ def _forget(controller: Any) -> None:
             _presses = 0
 
 
-def _on_interrupt(signum: int, frame: Any) -> None:
+def _say(text: str) -> None:
+    with contextlib.suppress(OSError, ValueError):  # a terminal gone (SIGHUP), a closed file
+        print(text, file=sys.stderr, flush=True)
+
+
+def _on_signal(signum: int, frame: Any) -> None:
     global _presses
     with _lock:
         running = list(_running)
         _presses += 1 if running else 0
         presses = _presses
     if not running:
-        if callable(_previous):
-            _previous(signum, frame)
-        elif _previous != signal.SIG_IGN:
-            raise KeyboardInterrupt
+        _pass_on(signum, frame)
         return
     names = ", ".join(c.program_name for c in running)
+    what = _SIGNALS[signum]
     if presses == 1:
-        print(f"\nlaunchpad: stopping {names} (Ctrl+C again to kill the nodes now)",
-              file=sys.stderr, flush=True)
+        _say(f"\nlaunchpad: {what}: stopping {names} ({what} again to kill the nodes now)")
         for controller in running:
             controller.stop()
     else:
-        print(f"\nlaunchpad: killing the nodes of {names}", file=sys.stderr, flush=True)
+        _say(f"\nlaunchpad: {what}: killing the nodes of {names}")
         for controller in running:
             controller.kill()
+
+
+def _pass_on(signum: int, frame: Any) -> None:
+    """What the signal did before a launch took it."""
+    previous = _previous.get(signum)
+    if callable(previous):
+        previous(signum, frame)
+    elif previous == signal.SIG_IGN:
+        return
+    elif signum == signal.SIGINT:
+        raise KeyboardInterrupt
+    else:  # SIG_DFL: the process ends by the signal, as it would have
+        signal.signal(signum, signal.SIG_DFL)
+        signal.raise_signal(signum)
 
 
 def wait_in_slices(wait: Callable[[float], bool], timeout: float | None) -> bool:
@@ -81,4 +105,3 @@ def wait_in_slices(wait: Callable[[float], bool], timeout: float | None) -> bool
             return True
         if deadline is not None and time.monotonic() >= deadline:
             return False
-

@@ -19,6 +19,7 @@ from launchpad import flags as lp_flags
 from launchpad.context import LaunchType
 from launchpad.courier.tls import TLS
 from launchpad.launch import at_exit, interrupts, live_status, run_registry, terminals
+from launchpad.launch import dry_run as dry_run_lib
 from launchpad.launch import resources as resources_lib
 from launchpad.launch.controller import Controller
 from launchpad.launch.controllers import Controllers
@@ -139,7 +140,8 @@ def launch(programs: Program | Sequence[Program],
            startup_timeout_secs: float | None = None,
            detach: bool = False,
            status: bool | None = None,
-           dashboard_port: int | None = None) -> Controller | Controllers:
+           dashboard_port: int | None = None,
+           dry_run: bool | None = None) -> Controller | Controllers:
     """Launches a program (or several) and returns its controller (or a list of them, which
     also waits for and stops them all: Controllers).
 
@@ -194,6 +196,9 @@ def launch(programs: Program | Sequence[Program],
         process, until the program stops; the URL to open, with the token every request
         needs, is printed and kept as `controller.dashboard_url` (needs the `dashboard`
         extra). None reads --lp_dashboard_port; 0: no dashboard.
+      dry_run: check everything, print what would be started - under slurm each node's
+        host slot and the sbatch request - and start nothing (dry_run.py); lp.launch then
+        returns a DryRun, whose waits return at once. None reads --lp_dry_run.
 
     When the launching script returns while a local_mt or local_mp program still runs, the
     interpreter's exit waits for the program to stop, as in Launchpad (see at_exit.py).
@@ -230,6 +235,10 @@ def launch(programs: Program | Sequence[Program],
     for program in checked:
         _check_local_resources(program, local_resources)
         resources_lib.per_group(list(program.groups), program.name, resources)
+    if lp_flags.value("lp_dry_run") if dry_run is None else dry_run:
+        runs = [dry_run_lib.DryRun(p, launch_type.value, dry_run_lib.plan(
+            p, launch_type.value, launcher, options)).say() for p in checked]
+        return runs[0] if single else Controllers(runs)
     dashboard = _dashboard_port(dashboard_port, len(checked), detach)
     timing = clocks(launch_type, termination_notice_secs, liveness_timeout_secs,
                     startup_timeout_secs)

@@ -186,11 +186,11 @@ def pending_reporter(controller: Controller) -> Callable[[str, str], None]:
         if state == slurm_job.RUNNING:
             controller.pending = ""
             return
-        controller.pending = f"Slurm job {state.lower()} ({reason or 'no reason given'})"
+        why = reason or "not yet scheduled"
+        controller.pending = f"Slurm job {state.lower()} ({why})"
         try:
             print(f"launchpad: program {controller.program_name!r}: its Slurm job is "
-                  f"{state.lower()} ({reason or 'no reason given'})", file=sys.stderr,
-                  flush=True)
+                  f"{state.lower()} ({why})", file=sys.stderr, flush=True)
         except OSError:
             pass  # a terminal gone (SIGHUP): the status still says it
     return report

@@ -118,6 +118,7 @@ class SlurmJob:
             rows = self._rows("%T|%r")
             states = {row[0] for row in rows}
             waiting_for = next((row[1] for row in rows if row[0] != RUNNING), "")
+            waiting_for = "" if waiting_for == "None" else waiting_for  # not yet scheduled
             waited = time.monotonic() - started
             if states == {RUNNING}:
                 self._started.set()

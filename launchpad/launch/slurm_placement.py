@@ -216,7 +216,7 @@ def place(program: str, nodes: Sequence[tuple[str, str, Resources]], inventory: 
         slots += [Slot(name, group, needs, g, host)
                   for (name, group, needs), host in zip(members, where, strict=True)]
     order = {node[0]: i for i, node in enumerate(nodes)}
-    return Placement(program, partition, tuple(components),
+    return Placement(program, partition or inventory.default_partition, tuple(components),
                      tuple(sorted(slots, key=lambda s: order[s.node])))
 
 
