@@ -69,12 +69,13 @@ def _on_signal(signum: int, frame: Any) -> None:
         return
     names = ", ".join(c.program_name for c in running)
     what = _SIGNALS[signum]
+    on = "" if signum == signal.SIGINT else f" on {what}"
     if presses == 1:
-        _say(f"\nlaunchpad: {what}: stopping {names} ({what} again to kill the nodes now)")
+        _say(f"\nlaunchpad: stopping {names}{on} ({what} again to kill the nodes now)")
         for controller in running:
             controller.stop()
     else:
-        _say(f"\nlaunchpad: {what}: killing the nodes of {names}")
+        _say(f"\nlaunchpad: killing the nodes of {names}{on}")
         for controller in running:
             controller.kill()
 
