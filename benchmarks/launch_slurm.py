@@ -1,8 +1,8 @@
 """Benchmark: programs of CourierNodes under launch_type="slurm", beside Slurm's own start-up.
 
-Run as root: `python -m benchmarks.launch_slurm [--sizes 1,10,50] [--rounds N]`. It starts its
-own Slurm of 3 hosts (network namespaces, tests/cluster) and stops it at the end. Prints one
-JSON object on stdout; progress goes to stderr.
+Run as root: `python -m benchmarks.launch_slurm [--sizes 10,50,300] [--rounds N]`. It starts
+its own Slurm of 3 hosts of 128 CPUs each (network namespaces, tests/cluster) and stops it at
+the end. Prints one JSON object on stdout; progress goes to stderr.
 
 For each size, in the same run and on the same cluster:
 
@@ -12,7 +12,11 @@ For each size, in the same run and on the same cluster:
   interpreter and the core's imports cost on every node, before any of our code runs);
 * `ready_s`: from `lp.launch` until every node has answered a ping from the launching process;
 * `stop_s`: from `controller.stop()` until `wait()` returns and the job is gone from squeue;
-* `overhead_s`: `ready_s - slurm_python_s`, the framework's own share of the start-up.
+* `overhead_s`: `ready_s - slurm_python_s`, the framework's own share of the start-up;
+* `sruns`, `srun_rss_mb`: the srun clients on the launching host once every node answered
+  (one per host: the hosts' agents; srun's own helper processes not counted), and their RSS;
+* `local_mp_ready_s`: the same program under local_mp on this host, in the same run, and
+  `ready_vs_local_mp`, the ratio (target: at most 2 at 300 nodes).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import time
 import launchpad as lp
 from tests.cluster.netns import HostNetwork
 from tests.cluster.slurm import SlurmCluster
+from tests.processes import live_descendants
 
 
 class Pong:
@@ -83,18 +88,61 @@ def _launch(size: int, run_dir: str) -> dict:
     assert all(f.result(timeout=300) == "pong" for f in futures)
     ready = time.perf_counter() - started
     hosts = len(set(controller.hosts().values()))
+    sruns = _sruns()
     for client in clients:
         client.close()
     stopping = time.perf_counter()
     controller.stop()
     assert controller.wait(timeout=120)
     assert _gone(name), "wait() returned before the job was gone"
-    return {"ready_s": ready, "stop_s": time.perf_counter() - stopping, "hosts": hosts}
+    return {"ready_s": ready, "stop_s": time.perf_counter() - stopping, "hosts": hosts,
+            "sruns": len(sruns), "srun_rss_mb": sum(_rss_mb(pid) for pid in sruns)}
+
+
+def _local_mp(size: int) -> float:
+    """Seconds until `size` CourierNodes under local_mp all answered a ping (the baseline)."""
+    program = lp.Program(f"bench-local-{size}")
+    handles = [program.add_node(lp.CourierNode(Pong)) for _ in range(size)]
+    started = time.perf_counter()
+    controller = lp.launch(program, launch_type="local_mp", terminal="output_to_files")
+    clients = [h.dereference() for h in handles]
+    assert all(f.result(timeout=300) == "pong" for f in [c.futures.ping() for c in clients])
+    ready = time.perf_counter() - started
+    for client in clients:
+        client.close()
+    controller.stop()
+    assert controller.wait(timeout=120)
+    return ready
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().decode(errors="replace").split("\0")
+    except OSError:
+        return []
+
+
+def _parent(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
+def _sruns() -> list[int]:
+    """The srun clients among this process's descendants (not srun's helper forks)."""
+    mine = live_descendants()
+    return [pid for pid in mine if _cmdline(pid)[:1] == ["srun"]
+            and _cmdline(_parent(pid))[:1] != ["srun"]]
+
+
+def _rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) / 1024 for line in f if line.startswith("VmRSS:"))
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="1,10,50")
+    parser.add_argument("--sizes", default="10,50,300")
     parser.add_argument("--rounds", type=int, default=1)
     args = parser.parse_args(argv)
     python_step = [sys.executable, "-c", "import launchpad"]
@@ -102,7 +150,7 @@ def main(argv: list[str] | None = None) -> None:
                                 "slurm_hosts": 3}, "results": {}}
     with tempfile.TemporaryDirectory(prefix="lpbench", dir="/tmp") as work, \
             HostNetwork(3) as network, \
-            SlurmCluster(work, network, cpus_per_host=32) as cluster:
+            SlurmCluster(work, network, cpus_per_host=128) as cluster:
         os.environ.update(cluster.env)
         for size in (int(s) for s in args.sizes.split(",")):
             runs = []
@@ -112,6 +160,8 @@ def main(argv: list[str] | None = None) -> None:
                        "slurm_python_s": _slurm_alone(size, python_step),
                        **_launch(size, work)}
                 run["overhead_s"] = run["ready_s"] - run["slurm_python_s"]
+                run["local_mp_ready_s"] = _local_mp(size)
+                run["ready_vs_local_mp"] = run["ready_s"] / run["local_mp_ready_s"]
                 runs.append(run)
             report["results"][str(size)] = {
                 key: round(statistics.median(r[key] for r in runs), 3) for key in runs[0]}

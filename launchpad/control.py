@@ -11,11 +11,16 @@ this process keeps per controller (`client_for`), whatever host they run on::
     node_started(label, index, instance, host, pid, heartbeats)
                                                     a runner started the node (beating or not)
     heartbeat(label, index, instance)               -> False: that run of the node is over
+    heartbeats(runs)                                -> [bool]: heartbeat of each
+                                                       (label, index, instance): a host
+                                                       agent's, one call per host and period
     node_finished(label, index, instance)           its code returned
     node_failed(label, index, instance, reason, traceback, exception)
     request_stop(reason)                            asks the program to stop ('' : no reason)
     exit_codes(), restarts()                        how each node's run ended; restarts so far
     report(label, index, instance, sample)          a node's telemetry.NodeSample (periodic)
+    reports(samples)                                report of each (label, index, instance,
+                                                       sample): a host agent's
     status()                                        -> telemetry.ProgramStatus: every node now
     read_log(label, index, offset, max_bytes)       -> (bytes of the node's log from offset,
                                                         whether more may come)
@@ -117,6 +122,23 @@ class ControllerClient:
           TimeoutError: no answer within `timeout` seconds (the link may be cut).
         """
         return self._call_within(timeout, "heartbeat", label, index, instance)
+
+    def heartbeats(self, runs: list[tuple[str, int, str]], timeout: float) -> list[bool]:
+        """Heartbeats of many runs (label, index, instance) in one call; each one's answer.
+
+        Raises:
+          TimeoutError: no answer within `timeout` seconds.
+        """
+        return self._call_within(timeout, "heartbeats", [list(run) for run in runs])
+
+    def reports(self, samples: list[tuple[str, int, str, NodeSample]],
+                timeout: float) -> None:
+        """Telemetry of many runs (label, index, instance, sample) in one call.
+
+        Raises:
+          TimeoutError: no answer within `timeout` seconds.
+        """
+        self._call_within(timeout, "reports", [list(entry) for entry in samples])
 
     def ping(self, timeout: float) -> None:
         """Returns if the controller answers within `timeout` seconds.

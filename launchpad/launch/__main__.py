@@ -5,6 +5,8 @@
                                                runs one pickled node outside any launch (a
                                                MultiProcessingColocation's child, run by
                                                hand as Launchpad's tests do)
+    python -m launchpad.launch --agent PATH    a host agent: the Slurm step that starts and
+                                               watches its host's nodes (launch/host_agent.py)
     python -m launchpad.launch --hold PATH     holds a cluster job for its program's controller
                                                (launch/job_holder.py)
     python -m launchpad.launch --control PATH  a cluster job's batch step that is its program's
@@ -25,6 +27,7 @@ what = parser.add_mutually_exclusive_group(required=True)
 what.add_argument("--spec", help="the node's spec: a private file, or - for stdin")
 what.add_argument("--standalone", metavar="PATH",
                   help="a pickled node (a private file), run outside any launch")
+what.add_argument("--agent", help="a host agent's spec (a private file)")
 what.add_argument("--hold", help="the job's holder file (a private file)")
 what.add_argument("--control", help="the launch's spec, run as the job's controller")
 what.add_argument("--kubernetes-controller", metavar="PATH",
@@ -39,6 +42,10 @@ elif args.standalone:
     from launchpad.launch import runner
 
     runner.exit_process(runner.run_standalone(args.standalone))
+elif args.agent:
+    from launchpad.launch import host_agent
+
+    raise SystemExit(host_agent.run(args.agent))
 elif args.hold:
     from launchpad.launch import job_holder
 

@@ -58,6 +58,23 @@ def _checked_methods(cls: type) -> type:
     return cls
 
 
+def _entries(values: list, method: str, types: tuple[type, ...]) -> list[tuple]:
+    """The entries of a batched call, each checked against `types`.
+
+    Raises:
+      TypeError: naming the first entry that is not, and nothing of the call is kept.
+    """
+    entries = []
+    for i, entry in enumerate(values):
+        if (not isinstance(entry, (list, tuple)) or len(entry) != len(types)
+                or not all(_of_type(v, t) for v, t in zip(entry, types, strict=True))):
+            raise TypeError(f"The controller protocol's {method} takes entries of "
+                            f"({', '.join(t.__name__ for t in types)}); entry {i} is "
+                            f"{entry!r:.200}")
+        entries.append(tuple(entry))
+    return entries
+
+
 @_checked_methods
 class ControllerService:
     """The controller protocol, served (see control.py for what each method means)."""
@@ -93,6 +110,11 @@ class ControllerService:
     def heartbeat(self, label: str, index: int, instance: str) -> bool:
         return self._supervisor.heartbeat(self._registry.check_node(label, index), instance)
 
+    def heartbeats(self, runs: list) -> list:
+        checked = [(self._registry.check_node(label, index), instance)
+                   for label, index, instance in _entries(runs, "heartbeats", (str, int, str))]
+        return [self._supervisor.heartbeat(unit, instance) for unit, instance in checked]
+
     def node_finished(self, label: str, index: int, instance: str) -> None:
         self._supervisor.reported(self._registry.check_node(label, index), instance, None)
 
@@ -121,6 +143,14 @@ class ControllerService:
     def report(self, label: str, index: int, instance: str,
                sample: telemetry.NodeSample) -> None:
         self._controller.report(label, index, instance, sample)
+
+    def reports(self, samples: list) -> None:
+        entries = _entries(samples, "reports", (str, int, str, telemetry.NodeSample))
+        for label, index, _, sample in entries:  # all checked before any is kept
+            self._registry.check_node(label, index)
+            telemetry.check_sample(sample)
+        for label, index, instance, sample in entries:
+            self._controller.report(label, index, instance, sample)
 
     def status(self) -> telemetry.ProgramStatus:
         return self._controller.status()

@@ -176,7 +176,16 @@ class NodeProcess:
         if not self._own_group or started is None or not started.done() or started.exception():
             return
         with contextlib.suppress(ProcessLookupError, PermissionError):  # nothing is left
-            os.killpg(started.result(), signal.SIGKILL)
+            self._signal_group(started.result(), signal.SIGKILL)
+
+    def _signal_group(self, pid: int, sig: int) -> None:
+        """Signals the node's process group: here, or through its spawner where the node
+        runs on another host (a host agent's `signal_group`)."""
+        remote = getattr(self._spawner, "signal_group", None)
+        if remote is not None:
+            remote(pid, sig)
+        else:
+            os.killpg(pid, sig)
 
     def wait(self, timeout: float | None = None) -> int | None:
         """Waits up to `timeout` seconds; the exit code once ended, else None."""
@@ -201,7 +210,7 @@ class NodeProcess:
             self.ended_by_launcher = True
             try:
                 if self._own_group:
-                    os.killpg(pid, sig)  # the node and whatever it started
+                    self._signal_group(pid, sig)  # the node and whatever it started
                 else:
                     os.kill(pid, sig)
             except ProcessLookupError:

@@ -11,14 +11,19 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from typing import Any
 
 from launchpad import context, telemetry
 from launchpad.courier import metrics
 
 
-def start(node_context: context.NodeContext, instance: str, own_process: bool) -> None:
-    """Starts reporting for run `instance` of `node_context`'s node."""
-    threading.Thread(target=_report_until_stop, args=(node_context, instance, own_process),
+def start(node_context: context.NodeContext, instance: str, own_process: bool,
+          sink: Any = None) -> None:
+    """Starts reporting for run `instance` of `node_context`'s node, to its controller or
+    to `sink` (a host agent's agent_relay.Relay, which passes it on)."""
+    threading.Thread(target=_report_until_stop,
+                     args=(node_context, instance, own_process,
+                           sink or node_context.controller),
                      name=f"lp-telemetry-{node_context.name}", daemon=True).start()
 
 
@@ -31,8 +36,7 @@ def sample(node_context: context.NodeContext, own_process: bool) -> telemetry.No
 
 
 def _report_until_stop(node_context: context.NodeContext, instance: str,
-                       own_process: bool) -> None:
-    controller = node_context.controller
+                       own_process: bool, controller: Any) -> None:
     while True:
         with contextlib.suppress(Exception):  # skipped: the next one may get through
             controller.report(node_context.label, node_context.index, instance,

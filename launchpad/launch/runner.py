@@ -39,11 +39,13 @@ from absl import logging as absl_logging
 
 from launchpad import address, context, control
 from launchpad.launch import (
+    agent_relay,
     kubernetes_pod,
     private_files,
     process,
     process_tree,
     reporting,
+    slot_binding,
     spec,
 )
 from launchpad.nodes import base
@@ -105,10 +107,11 @@ class _Watch:
     """Ends this process when it outlives its program (see the module doc)."""
 
     def __init__(self, node_context: context.NodeContext, instance: str,
-                 node_spec: spec.NodeSpec):
+                 node_spec: spec.NodeSpec, relay: agent_relay.Relay | None):
         self._context = node_context
         self._instance = instance
         self._spec = node_spec
+        self._beats_to = relay or node_context.controller  # a host agent passes them on
         self._ending = threading.Lock()
 
     def start(self) -> None:
@@ -130,7 +133,7 @@ class _Watch:
         every = self._spec.heartbeat_secs
         lost_after = max(self._spec.liveness_timeout_secs, every)
         last_answer = time.monotonic()
-        controller = self._context.controller
+        controller = self._beats_to
         while True:
             time.sleep(every)  # the heartbeat's period, not a wait for something to happen
             try:
@@ -139,6 +142,9 @@ class _Watch:
                     why = "its controller has given this run of it up"
                     break
                 last_answer = time.monotonic()
+            except agent_relay.AgentGoneError:
+                why = "its host agent is gone"
+                break
             except Exception:  # noqa: BLE001 - no answer: counts against the timeout
                 if time.monotonic() - last_answer > lost_after:
                     why = f"its controller has not answered for {lost_after:g}s"
@@ -164,6 +170,9 @@ def run_process(node_spec: spec.NodeSpec) -> int:
         if entry not in sys.path:
             sys.path.insert(0, entry)
     os.environ.update(node_spec.env)
+    slot_binding.bind()  # its share of the host's CPUs and GPUs, under a host agent
+    agent = os.environ.pop(agent_relay.SOCKET_ENV, "")
+    relay = agent_relay.Relay(agent) if agent else None
     # TensorFlow's C++ start-up notes (cpu_feature_guard's, oneDNN's) are INFO lines, one
     # block per node process: quiet unless the user sets the level (0 shows them again).
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
@@ -185,9 +194,9 @@ def run_process(node_spec: spec.NodeSpec) -> int:
                   f"{node_spec.controller_address} ({type(e).__name__}: {e}); exiting",
                   file=sys.stderr, flush=True)
             return EXIT_ORPHANED
-    _Watch(node_context, instance, node_spec).start()
+    _Watch(node_context, instance, node_spec, relay).start()
     if not child:
-        reporting.start(node_context, instance, own_process=True)
+        reporting.start(node_context, instance, own_process=True, sink=relay)
     _stop_on_signals(node_context, node_spec.stop_signals)
     try:
         node: Any = cloudpickle.loads(node_spec.node)

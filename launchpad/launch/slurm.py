@@ -1,4 +1,4 @@
-"""slurm: a program is one Slurm job, each node one job step.
+"""slurm: a program is one Slurm job; each host of it runs one step, its host agent.
 
     lp.launch(program, launch_type="slurm",
               resources={"learner": lp.Resources(cpus=4, gpus=1), "actor": lp.Resources()},
@@ -11,11 +11,16 @@
                heterogeneous job); its batch step is the job holder (job_holder.py), which
                ends the job if the launching process dies. While it pends, its state and
                Slurm's reason are printed and are the program's status
-    running -> each node: srun --jobid=J [--het-group=G] -w HOST --exact -n1 -c CPUS ...
-               runner (`python -m launchpad.launch --spec`) on its spec file, in the run
-               folder of the shared filesystem
-    stop    -> the same as under local_mp (stop event, grace, SIGTERM to srun, which passes it
-               to the step, SIGKILL), then `scancel` of the job: it never outlives its program
+    running -> each host: one step, its host agent (`srun --jobid=J [--het-group=G] -w
+               HOST --exact -n1 -c SHARE ... --agent`, slurm_agents.py, host_agent.py),
+               which forks each node placed there from a fork server - the runner on its
+               spec file, in the run folder of the shared filesystem - binds it to its
+               share of the host's CPUs and GPUs (slot_binding.py), passes its output
+               back, and sends the controller one heartbeat and one telemetry report per
+               host and period
+    stop    -> the same as under local_mp (stop event, grace, SIGTERM, SIGKILL, each to the
+               node's process group through its agent), then the agents end, then `scancel`
+               of the job: it never outlives its program
                (a SIGTERM or SIGHUP of the launching process stops it as Ctrl+C does)
 
 The controller stays in the launching process (a login node), listening on the address the
@@ -27,25 +32,31 @@ launch's terminal (prefixed lines) and is kept in a log per node in the run fold
 
 from __future__ import annotations
 
-import concurrent.futures
+import dataclasses
 import os
 import re
 import shutil
 import socket
-import subprocess
 import sys
-import threading
 from collections.abc import Callable
 from typing import Any
 
 from launchpad import address
-from launchpad.launch import job_holder, run_records, slurm_inventory, slurm_job, spec, terminals
+from launchpad.launch import (
+    job_holder,
+    run_records,
+    slot_binding,
+    slurm_agents,
+    slurm_inventory,
+    slurm_job,
+    spec,
+    terminals,
+)
 from launchpad.launch import resources as resources_lib
 from launchpad.launch.controller import Controller
 from launchpad.launch.errors import LaunchError, SlurmError
-from launchpad.launch.process import NodeProcess, PythonProcess, Stdio, own_process_group
-from launchpad.launch.resources import Resources
-from launchpad.launch.slurm_job import SlurmJob, environment, run
+from launchpad.launch.process import NodeProcess, PythonProcess
+from launchpad.launch.slurm_job import SlurmJob, run
 from launchpad.launch.slurm_placement import Placement, place
 from launchpad.launch.slurm_settings import SlurmSettings
 from launchpad.program import Program
@@ -91,62 +102,6 @@ def slurmctld_address() -> str:
     return addr or socket.gethostbyname(name)
 
 
-def _step_options(needs: Resources) -> list[str]:
-    options = [f"--cpus-per-task={needs.cpus}"]
-    if needs.gpus:
-        options.append(f"--gpus-per-task={needs.gpus}")
-    if needs.memory_mb is not None:
-        options.append(f"--mem={needs.memory_mb}M")
-    return options
-
-
-class SrunSpawner:
-    """Starts a node's runner as a step of the job on its slot's host (a process.Spawner),
-    once the job runs."""
-
-    def __init__(self, job: SlurmJob, node: str):
-        self._job = job
-        self._slot = job.placement.slot_of(node)
-
-    def spawn(self, spec_path: str, settings: PythonProcess, stdio: Stdio, own_group: bool,
-              on_exit: Callable[[int], None]) -> concurrent.futures.Future:
-        slot = self._slot
-        het = [f"--het-group={slot.component}"] if self._job.placement.heterogeneous else []
-        name = os.path.basename(spec_path).removesuffix(".spec")
-        stdio = tuple(os.dup(fd) for fd in stdio)  # ours until the job runs
-        started: concurrent.futures.Future = concurrent.futures.Future()
-
-        def start() -> None:
-            try:
-                self._job.wait_running()
-                host = self._job.hosts(slot.component)[slot.host]
-                argv = ["srun", f"--jobid={self._job.job_id}", *het, f"--nodelist={host}",
-                        "--exact", "--nodes=1", "--ntasks=1", *_step_options(slot.needs),
-                        f"--job-name={name}", "--kill-on-bad-exit=0", "--",
-                        settings.interpreter or sys.executable, "-m", "launchpad.launch",
-                        "--spec", spec_path]
-                popen = subprocess.Popen(argv, env=environment(settings.env),
-                                         stdin=stdio[0], stdout=stdio[1], stderr=stdio[2],
-                                         **(own_process_group() if own_group else {}))
-            except Exception as e:  # noqa: BLE001 - the future carries it to the node
-                started.set_exception(e)
-                return
-            finally:
-                for fd in set(stdio):
-                    os.close(fd)
-            started.set_result(popen.pid)
-            on_exit(_as_local_exit(popen.wait()))
-
-        threading.Thread(target=start, daemon=True, name=f"lp-srun-{name}").start()
-        return started
-
-
-def _as_local_exit(code: int) -> int:
-    """srun's exit status as a process of this host's: srun reports a task killed by signal
-    N as 128 + N (its documented convention), a process here as -N."""
-    return -(code - 128) if 128 < code <= 128 + 64 else code
-
-
 def placement_of(program: Program, resources: dict | None,
                  settings: SlurmSettings) -> Placement:
     """Where every node of `program` goes, against the cluster's hosts now.
@@ -182,12 +137,17 @@ def dry_run(program: Program, *, resources: dict | None, slurm: SlurmSettings | 
 def pending_reporter(controller: Controller) -> Callable[[str, str], None]:
     """What a job's wait says: printed when it changes (and once a minute), and kept as the
     program's status (`controller.pending`) until the job runs."""
+    said = []
+
     def report(state: str, reason: str) -> None:
         if state == slurm_job.RUNNING:
             controller.pending = ""
             return
         why = reason or "not yet scheduled"
         controller.pending = f"Slurm job {state.lower()} ({why})"
+        if not reason and not said:
+            said.append(True)  # a job's first second: the scheduler has not looked yet
+            return
         try:
             print(f"launchpad: program {controller.program_name!r}: its Slurm job is "
                   f"{state.lower()} ({why})", file=sys.stderr, flush=True)
@@ -226,25 +186,55 @@ def launch(program: Program, controller: Controller, *, resources: dict | None,
 def start_nodes(program: Program, controller: Controller, job: SlurmJob,
                 settings: SlurmSettings, run_dir: str, *, terminal: str | None,
                 local_resources: dict | None, bind_address: str | None) -> None:
-    """Starts a step of `job` per node of `program` under `controller`, each on its host
-    slot, once the job runs; the job is cancelled when the program ends."""
+    """Starts the nodes of `program` under `controller` once `job` runs, each on its host
+    slot through that host's agent (one srun step per host); the agents and the job end
+    when the program does."""
     term = terminals.make(terminals.choose(terminal), program.name, run_dir, keep_logs=True)
     controller.log_dir = run_dir  # every terminal keeps the nodes' logs there
     controller.node_output = term
+    placement = job.placement
+    agent_spec = slurm_agents.write_agent_spec(run_dir, "hosts", controller)
+    agents = {(g, h): slurm_agents.HostAgent(job, g, h, component, agent_spec,
+                                             os.path.join(run_dir, f"agent.{g}.{h}.log"))
+              for g, component in enumerate(placement.components)
+              for h in range(component.hosts)}
+
+    def finish() -> None:
+        for agent in agents.values():
+            agent.close()
+        job.cancel()
+        term.close()
+
     # A job still pending when the program stops is cancelled at once: its steps never run.
     controller.launcher_context.add_stop_handler(
         lambda: None if job.running else job.cancel())
-    controller.on_finish(lambda: (job.cancel(), term.close()))
+    controller.on_finish(finish)
+    offsets = _slot_offsets(placement)
     node_processes = []
     for node in program.get_all_nodes():
-        node_settings = (local_resources or {}).get(node.label) or PythonProcess()
+        slot = placement.slot_of(node.name)
+        given = (local_resources or {}).get(node.label) or PythonProcess()
+        node_settings = dataclasses.replace(given, env={**(given.env or {}),
+                                                        **offsets[node.name]})
         node_spec = spec.make_cluster_spec(node, controller, node_settings, bind_address,
                                            _stop_signals(settings))
         node_process = NodeProcess(
-            node.name, spec.write_spec_file(node_spec, run_dir), node_settings,
-            SrunSpawner(job, node.name), lambda name=node.name: term.open(name),
+            node.name, spec.write_spec_file(node_spec, run_dir), given,
+            agents[(slot.component, slot.host)], lambda name=node.name: term.open(name),
             on_exit=controller.worker_ended)
         controller.add_worker(node_process)
         node_processes.append(node_process)
     for node_process in node_processes:
         node_process.start()
+
+
+def _slot_offsets(placement: Placement) -> dict[str, dict[str, str]]:
+    """Each node's share of its host's CPUs and GPUs, as offsets (slot_binding.py)."""
+    used: dict[tuple[int, int], tuple[int, int]] = {}
+    offsets = {}
+    for slot in placement.slots:
+        cpus, gpus = used.get((slot.component, slot.host), (0, 0))
+        offsets[slot.node] = slot_binding.slots_env(cpus, slot.needs.cpus, gpus,
+                                                    slot.needs.gpus)
+        used[(slot.component, slot.host)] = (cpus + slot.needs.cpus, gpus + slot.needs.gpus)
+    return offsets

@@ -54,6 +54,8 @@ PROTOCOL = {
     "status": [],
     "report": NODE + [("instance", str), ("sample", telemetry.NodeSample)],
     "read_log": NODE + [("offset", int), ("max_bytes", int)],
+    "heartbeats": [("runs", list)],
+    "reports": [("samples", list)],
 }
 CHECKS_NODE = {name for name, parameters in PROTOCOL.items()
                if parameters[:2] == NODE and name != "host_of"}
@@ -132,6 +134,13 @@ _OF_TYPE = {
     telemetry.NodeSample: _samples,
 }
 _ANY = st.one_of(wire.values, _samples, st.tuples(st.integers(), st.text(max_size=3)))
+_LABELS = st.one_of(st.sampled_from(["worker", "other"]), st.text(max_size=5))
+_INDICES = st.one_of(st.sampled_from([0, 1]), st.integers())
+# A batched call's entries (heartbeats, reports): well formed or not, of nodes or not.
+_OF_TYPE[list] = st.lists(st.one_of(
+    st.lists(st.one_of(_LABELS, _INDICES, st.text(max_size=5)), max_size=4),
+    st.tuples(_LABELS, _INDICES, st.text(max_size=5)),
+    st.tuples(_LABELS, _INDICES, st.text(max_size=5), _samples), _ANY), max_size=4)
 
 
 @st.composite
@@ -169,6 +178,9 @@ def _outcome(future):
 @example(call=("node_started", ["worker", 0, "run", ["a host"], "a pid", "yes"]))
 @example(call=("report", ["other", 0, "", telemetry.NodeSample(1.0, 1, {"m": 5}, 1.0)]))
 @example(call=("report", ["other", 0, "", telemetry.NodeSample("1", 1, {}, "now")]))
+@example(call=("heartbeats", [[("worker", 0, "run"), ("nobody", 0, "run")]]))
+@example(call=("reports", [[("worker", 0, "run", telemetry.NodeSample(1.0, 1, {}, 1.0)),
+                             ("worker", 1, "run", "not a sample")]]))
 @target(150)
 def test_every_call_gets_its_answer_or_its_error_and_the_controller_keeps_serving(
         controller, caller, thread_failures, call):

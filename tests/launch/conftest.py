@@ -142,3 +142,13 @@ def launch_processes(request, cluster_first, no_leaked_threads, no_leaked_proces
     launch, controllers = _launcher(request.param, request)
     yield launch
     _stop_all(controllers)
+
+
+@pytest.fixture
+def slurm(request, slurm_cluster, monkeypatch, tmp_path, no_leaked_threads,
+          no_leaked_processes):
+    """`slurm(program, **options)` launches on the test cluster; programs are stopped after
+    (test_slurm.py, test_slurm_agents.py)."""
+    launch, controllers = _launcher("slurm", request)
+    yield launch
+    _stop_all(controllers, failures_expected=True)

@@ -52,16 +52,6 @@ def _jobs_named(name: str) -> list[str]:
     return done.stdout.split()
 
 
-@pytest.fixture
-def slurm(request, slurm_cluster, monkeypatch, tmp_path, no_leaked_threads,
-          no_leaked_processes):
-    """`slurm(program, **options)` launches on the test cluster; programs are stopped after."""
-    from tests.launch.conftest import _launcher, _stop_all
-    launch, controllers = _launcher("slurm", request)
-    yield launch
-    _stop_all(controllers, failures_expected=True)
-
-
 def test_nodes_run_on_several_hosts_and_call_each_other_across_them(slurm, box, slurm_cluster):
     results = box()
     controller = slurm(_servers_and_client("spread", 2, results),
@@ -155,6 +145,7 @@ def test_a_node_that_vanishes_on_its_host_fails_named_within_the_liveness_timeou
 
 
 def test_a_step_cancelled_from_outside_fails_its_node_named(slurm):
+    """The host's step - its agent - cancelled (scancel JOB.STEP): its node fails, named."""
     program = lp.Program("cancelled")
     program.add_node(lp.PyNode(_run_forever), label="worker")
     controller = slurm(program)
@@ -162,7 +153,7 @@ def test_a_step_cancelled_from_outside_fails_its_node_named(slurm):
     job = _jobs_named("cancelled")[0]
     steps = subprocess.run(["squeue", "-h", "-s", "-j", job, "-o", "%i %j"],
                            capture_output=True, text=True, check=True).stdout.splitlines()
-    step = next(line.split()[0] for line in steps if line.endswith("worker.0"))
+    step = next(line.split()[0] for line in steps if line.endswith("lp-agent-0.0"))
     subprocess.run(["scancel", step], check=True)
     with pytest.raises(lp.NodeFailedError, match="worker/0") as failed:
         controller.wait(TIMEOUT)
