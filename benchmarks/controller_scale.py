@@ -1,17 +1,18 @@
 """Benchmark: one real controller under thousands of simulated nodes.
 
 Run: `python -m benchmarks.controller_scale [--sizes 1000,10000] [--secs 20]
-[--simulators 4] [--per-connection 25] [--agent-nodes 8]`. Prints one JSON object on stdout
+[--simulators 2] [--per-connection 25] [--agent-nodes 8]`. Prints one JSON object on stdout
 (its last line); progress goes to stderr.
 
 For each size, a controller process (benchmarks/_controller_process.py: the real Controller
 of a program of that many nodes, its registry, supervisor, node book and courier server) is
 driven by simulator processes (benchmarks/_simulated_nodes.py) whose nodes do what a cluster
 node's runner does with it, at the real periods: register and node_started once, then a
-heartbeat and a telemetry report every 2 s each and a resolve of a peer every 10 s. Every
+heartbeat and a telemetry report every 2 s each and a resolve of a peer every 60 s. Every
 size runs twice: nodes calling the controller themselves (`via_agents` false), and through
-simulated host agents of `--agent-nodes` nodes each (true), which send one `heartbeats` and
-one `reports` call per host and period, as launch/host_agent.py does. Each row of `results`:
+simulated host agents of `--agent-nodes` nodes each (true), which send one `reports` call
+(the nodes' heartbeats too) per host and period, as launch/host_agent.py does. Each row of
+`results`:
 
 * `controller_cpu_cores`: the controller's CPU time over the steady window / its wall time;
 * `controller_rss_mb`: its resident memory at the end;
@@ -93,14 +94,16 @@ def run(nodes: int, secs: float, simulators: int, per_connection: int,
             "resolve_p50_ms": round(statistics.median(resolve), 2) if resolve else None,
             "resolve_p99_ms": _percentile(resolve, 0.99),
             "register_p99_ms": _percentile(register, 0.99), "resolves": len(resolve),
-            "call_errors": sum(out["errors"] for out in outputs), "failed_nodes": failed}
+            "call_errors": sum(out["errors"] for out in outputs),
+            "first_error": next((o["first_error"] for o in outputs if o["first_error"]), ""),
+            "failed_nodes": failed}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000,10000")
     parser.add_argument("--secs", type=float, default=20.0)
-    parser.add_argument("--simulators", type=int, default=4)
+    parser.add_argument("--simulators", type=int, default=2)
     parser.add_argument("--per-connection", type=int, default=25)
     parser.add_argument("--agent-nodes", type=int, default=8)
     args = parser.parse_args()

@@ -19,8 +19,9 @@ this process keeps per controller (`client_for`), whatever host they run on::
     request_stop(reason)                            asks the program to stop ('' : no reason)
     exit_codes(), restarts()                        how each node's run ended; restarts so far
     report(label, index, instance, sample)          a node's telemetry.NodeSample (periodic)
-    reports(samples)                                report of each (label, index, instance,
-                                                       sample): a host agent's
+    reports(samples)                                report (and heartbeat) of each (label,
+                                                       index, instance, sample): a host
+                                                       agent's
     status()                                        -> telemetry.ProgramStatus: every node now
     read_log(label, index, offset, max_bytes)       -> (bytes of the node's log from offset,
                                                         whether more may come)

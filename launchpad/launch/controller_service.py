@@ -149,7 +149,8 @@ class ControllerService:
         for label, index, _, sample in entries:  # all checked before any is kept
             self._registry.check_node(label, index)
             telemetry.check_sample(sample)
-        for label, index, instance, sample in entries:
+        for label, index, instance, sample in entries:  # a run's report is its heartbeat too
+            self._supervisor.heartbeat(self._registry.check_node(label, index), instance)
             self._controller.report(label, index, instance, sample)
 
     def status(self) -> telemetry.ProgramStatus:

@@ -12,9 +12,10 @@
 
 Both ways are JSON lines on the step's stdin and stdout, which srun carries between the
 launching host and this one: private pipes of the user's job, and nothing in them is
-unpickled. Every period the agent sends its nodes' heartbeats and telemetry, gathered from
-them by agent_relay.py, to the controller in one `heartbeats` and one `reports` call: the
-controller's load grows with hosts, not nodes. A signal Slurm sends the step before its end
+unpickled. Every period the agent sends its nodes' telemetry, gathered from them by
+agent_relay.py, to the controller in one `reports` call, which is their heartbeat too (a
+`heartbeats` call carries the runs that sent no sample): the controller's load grows with
+hosts, not nodes. A signal Slurm sends the step before its end
 (SIGUSR1, --signal) is passed on to every node, whose runner stops the program gracefully.
 """
 
@@ -192,11 +193,14 @@ def _forward(inbox: agent_relay.Inbox, agent_spec: AgentSpec, stop: threading.Ev
     last_answer = time.monotonic()
     while not stop.wait(agent_spec.period_secs):  # the period: a clock, not an event
         runs, samples = inbox.take()
+        reported = {tuple(entry[:3]) for entry in samples}  # a report is a heartbeat too
+        beats = [run for run in runs if run not in reported]
         try:
-            controller.heartbeats(runs, timeout=agent_spec.period_secs)  # (none: a ping)
-            last_answer = time.monotonic()
             if samples:
                 controller.reports(samples, timeout=agent_spec.period_secs)
+            if beats or not samples:  # (none at all: a ping, to know the controller lives)
+                controller.heartbeats(beats, timeout=agent_spec.period_secs)
+            last_answer = time.monotonic()
         except Exception as e:  # noqa: BLE001 - no answer: counts against the timeout
             if time.monotonic() - last_answer > lost_after:
                 with contextlib.suppress(OSError, ValueError):

@@ -66,3 +66,4 @@ def test_a_batch_with_a_bad_entry_is_refused_whole_naming_it(controller, client)
     with pytest.raises(TypeError, match=r"heartbeats takes entries of \(str, int, str\); "
                                         r"entry 0 is"):
         client.heartbeats([("worker", "0", "run-a")], timeout=10)
+

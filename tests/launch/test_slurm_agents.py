@@ -70,6 +70,19 @@ def test_the_nodes_of_each_host_run_under_one_step_and_one_srun(slurm, tmp_path)
     assert controller.wait(TIMEOUT)
 
 
+def test_nodes_live_past_the_liveness_timeout_on_their_agents_reports(slurm):
+    """The agent sends one `reports` call per period for nodes that all sent a sample, and
+    no `heartbeats`: each report keeps its run alive."""
+    program = lp.Program("alive")
+    program.add_node(lp.PyNode(_forever), label="worker")
+    controller = slurm(program, liveness_timeout_secs=3)
+    assert controller.wait_for_started("worker/0", TIMEOUT)
+    assert controller.wait(timeout=8) is False  # over twice the timeout: still running
+    assert not controller.failure
+    controller.stop()
+    assert controller.wait(TIMEOUT)
+
+
 def test_a_node_killed_under_its_agent_is_restarted_through_it(slurm):
     program = lp.Program("rekilled")
     with program.group("worker", restart=lp.RestartPolicy(max_restarts=1, backoff_secs=0)):
