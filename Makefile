@@ -135,6 +135,7 @@ bench: system-packages $(VENV)/.installed
 	$(VENV)/bin/python -m benchmarks.soak_courier
 	$(VENV)/bin/python -m benchmarks.chaos
 	$(VENV)/bin/python -m benchmarks.launch_slurm  # as root: it starts its own Slurm
+	$(VENV)/bin/python -m benchmarks.controller_scale
 
 clean:
 	rm -rf $(VENV) $(VENV313) $(VENV_ACME) *.egg-info test-artifacts .upstream

@@ -89,6 +89,7 @@ def _launch(size: int, run_dir: str) -> dict:
     ready = time.perf_counter() - started
     hosts = len(set(controller.hosts().values()))
     sruns = _sruns()
+    srun_rss_mb = sum(_rss_mb(pid) for pid in sruns)
     for client in clients:
         client.close()
     stopping = time.perf_counter()
@@ -96,13 +97,14 @@ def _launch(size: int, run_dir: str) -> dict:
     assert controller.wait(timeout=120)
     assert _gone(name), "wait() returned before the job was gone"
     return {"ready_s": ready, "stop_s": time.perf_counter() - stopping, "hosts": hosts,
-            "sruns": len(sruns), "srun_rss_mb": sum(_rss_mb(pid) for pid in sruns)}
+            "sruns": len(sruns), "srun_rss_mb": srun_rss_mb}
 
 
 def _local_mp(size: int) -> float:
     """Seconds until `size` CourierNodes under local_mp all answered a ping (the baseline)."""
     program = lp.Program(f"bench-local-{size}")
-    handles = [program.add_node(lp.CourierNode(Pong)) for _ in range(size)]
+    with program.group("pong"):
+        handles = [program.add_node(lp.CourierNode(Pong)) for _ in range(size)]
     started = time.perf_counter()
     controller = lp.launch(program, launch_type="local_mp", terminal="output_to_files")
     clients = [h.dereference() for h in handles]
