@@ -123,6 +123,7 @@ def test_bad_flag_is_refused_before_anything_launches():
 
 @needs_reverb
 @pytest.mark.usefixtures("no_leaked_processes")
+@pytest.mark.timeout(300)  # past the run's own 240 s: the suite's 120 s would cut it first
 @pytest.mark.parametrize("args", [[], ["--num_workers=2"]], ids=["one_device", "two_workers"])
 def test_d4pg_runs_a_short_program_and_stops_cleanly(tmp_path, args):
     """Every node runs (replay, counter, learner, cacher, two actors, evaluator, limiter);
