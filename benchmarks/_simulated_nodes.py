@@ -72,7 +72,7 @@ def main(address: str, token: str, first: int, end: int, per_connection: int,
     # What falls due when: (seconds from the start, what, whose). A heap, so that each tick
     # costs the calls due in it, not a look at every node (at 10,000 nodes that look took
     # this process's CPU, and so the latencies it measures).
-    agents = [nodes[k:k + agent_nodes] for k in range(0, len(nodes), agent_nodes)]
+    agents = [nodes[k:k + agent_nodes] for k in range(0, len(nodes), agent_nodes or 1)]
     due = [(rng.random() * PERIOD_SECS, "agent", k) for k in range(len(agents))] \
         if agent_nodes else [(rng.random() * PERIOD_SECS, "node", i) for i in nodes]
     due += [(rng.random() * RESOLVE_EVERY_SECS, "resolve", i) for i in nodes]
