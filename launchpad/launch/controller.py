@@ -209,7 +209,8 @@ class Controller(LaunchpadWorkers):
 
     def node_pids(self) -> dict[str, int]:
         """'label/index' -> the pid of each running node's process on its own host, as the
-        node reported it (under cluster launch types, `pids()` has the launcher's side)."""
+        node reported it (under ray, `pids()` has the launcher's side; under slurm, whose
+        host agents start the nodes, both are the pid on the node's host)."""
         return {name: pid for name, (_, pid) in self._supervisor.placements().items()}
 
     def pids(self) -> dict[str, int]:
