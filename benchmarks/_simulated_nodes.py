@@ -15,6 +15,7 @@ line: the latencies (ms) of register and resolve, and how many calls failed.
 
 from __future__ import annotations
 
+import concurrent.futures
 import heapq
 import json
 import random
@@ -36,12 +37,17 @@ class _Latencies:
         self.values: dict[str, list[float]] = {"register": [], "resolve": []}
         self.errors = 0
         self.first_error = ""
+        self.in_flight: set = set()
 
     def timed(self, kind: str | None, future) -> None:
         started = time.perf_counter()
 
+        with self.lock:
+            self.in_flight.add(future)
+
         def done(f) -> None:
             with self.lock:
+                self.in_flight.discard(f)
                 if f.exception() is not None:
                     self.errors += 1
                     self.first_error = self.first_error or repr(f.exception())[:300]
@@ -96,7 +102,9 @@ def main(address: str, token: str, first: int, end: int, per_connection: int,
             period = RESOLVE_EVERY_SECS if kind == "resolve" else PERIOD_SECS
             heapq.heappush(due, (at + period, kind, who))
         time.sleep(TICK_SECS)  # the nodes' clock: calls fall due by the period, not by events
-    time.sleep(1.0)  # the last calls' answers (a clock as well)
+    with latencies.lock:
+        last = list(latencies.in_flight)
+    concurrent.futures.wait(last, timeout=60)  # the answers of the last calls
     with latencies.lock:
         print(json.dumps({**latencies.values, "errors": latencies.errors,
                           "first_error": latencies.first_error}), flush=True)

@@ -34,8 +34,7 @@ import time
 
 import launchpad as lp
 from tests.cluster.netns import HostNetwork
-from tests.cluster.slurm import SlurmCluster
-from tests.processes import live_descendants
+from tests.cluster.slurm import SlurmCluster, srun_clients
 
 
 class Pong:
@@ -88,7 +87,7 @@ def _launch(size: int, run_dir: str) -> dict:
     assert all(f.result(timeout=300) == "pong" for f in futures)
     ready = time.perf_counter() - started
     hosts = len(set(controller.hosts().values()))
-    sruns = _sruns()
+    sruns = srun_clients()
     srun_rss_mb = sum(_rss_mb(pid) for pid in sruns)
     for client in clients:
         client.close()
@@ -115,26 +114,6 @@ def _local_mp(size: int) -> float:
     controller.stop()
     assert controller.wait(timeout=120)
     return ready
-
-
-def _cmdline(pid: int) -> list[str]:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().decode(errors="replace").split("\0")
-    except OSError:
-        return []
-
-
-def _parent(pid: int) -> int:
-    with open(f"/proc/{pid}/stat") as f:
-        return int(f.read().rsplit(")", 1)[1].split()[1])
-
-
-def _sruns() -> list[int]:
-    """The srun clients among this process's descendants (not srun's helper forks)."""
-    mine = live_descendants()
-    return [pid for pid in mine if _cmdline(pid)[:1] == ["srun"]
-            and _cmdline(_parent(pid))[:1] != ["srun"]]
 
 
 def _rss_mb(pid: int) -> float:

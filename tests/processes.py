@@ -142,6 +142,24 @@ def session_members(session: int) -> list[int]:
     return members
 
 
+def command_line(pid: int) -> list[str]:
+    """Process `pid`'s arguments, from /proc ([] once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().decode(errors="replace").split("\0")
+    except OSError:
+        return []
+
+
+def parent_of(pid: int) -> int:
+    """Process `pid`'s parent, from /proc (0 once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except OSError:
+        return 0
+
+
 def kill_and_wait(pid: int, timeout: float) -> None:
     """SIGKILLs process `pid` through a pidfd (no pid reuse race) and waits for it to end."""
     pidfd = os.pidfd_open(pid)

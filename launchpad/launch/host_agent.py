@@ -56,14 +56,13 @@ class AgentSpec:
 
 
 class _Node:
-    """One node process of the agent: its output pipes, and how it ended."""
+    """One node process of the agent: how many of its output pipes are open, how it ended."""
 
-    def __init__(self, pid: int, pipes: tuple[int, int]):
+    def __init__(self, pid: int):
         self.pid = pid
         self.open_pipes = 2
         self.code: int | None = None
         self.reported = False
-        self.pipes = pipes
 
 
 class Agent:
@@ -125,7 +124,7 @@ class Agent:
             self.say({"ev": "failed", "id": request, "error": str(future.exception())})
             return
         pid = future.result()
-        node = _Node(pid, pipes)
+        node = _Node(pid)
         with self._lock:
             self._nodes[pid] = node
             early = self._early_exits.pop(pid, None)

@@ -21,6 +21,7 @@ A layout no packing fits on the partition's usable hosts is refused with the ari
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import shlex
 from collections.abc import Iterable, Sequence
@@ -77,7 +78,11 @@ class Placement:
     slots: tuple[Slot, ...]
 
     def slot_of(self, node: str) -> Slot:
-        return next(slot for slot in self.slots if slot.node == node)
+        return self._by_node[node]
+
+    @functools.cached_property
+    def _by_node(self) -> dict[str, Slot]:
+        return {slot.node: slot for slot in self.slots}
 
     @property
     def heterogeneous(self) -> bool:

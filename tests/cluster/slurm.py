@@ -26,12 +26,19 @@ from typing import Any
 
 from tests.cluster.daemons import descendants, free_port, tail, under_reaper, wait_for
 from tests.cluster.netns import HostNetwork, end_processes
+from tests.processes import command_line, live_descendants, parent_of
 
 BINARIES = ("munged", "slurmctld", "slurmd", "slurmstepd", "sbatch", "srun", "squeue",
             "scancel", "sinfo", "scontrol")
 # Variables of an enclosing Slurm job (should the tests themselves run in one), which would
 # point this cluster's clients at a job that is not theirs.
 _FOREIGN_PREFIXES = ("SLURM_", "SBATCH_", "SALLOC_", "SRUN_")
+
+
+def srun_clients() -> list[int]:
+    """The srun clients among this process's descendants (not the helper each forks)."""
+    return [pid for pid in live_descendants() if command_line(pid)[:1] == ["srun"]
+            and command_line(parent_of(pid))[:1] != ["srun"]]
 
 
 def missing_binaries() -> list[str]:

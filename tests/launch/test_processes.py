@@ -46,7 +46,7 @@ def _wait_for_end(controller, name):
     return info.value
 
 
-# Each launcher's word for a node's process killed by SIGKILL (srun's, as a local one's).
+# Each launcher's word for a node's process killed by SIGKILL (an agent's, as a local one's).
 _KILLED = {"local_mp": "killed by signal SIGKILL", "slurm": "killed by signal SIGKILL",
            "ray": "its Ray actor died"}
 
@@ -65,6 +65,27 @@ def test_a_node_killed_by_a_signal_fails_the_program_naming_it_and_takes_its_chi
     assert _KILLED[launch_failing.launch_type] in failure.reason
     assert controller.exit_codes()["victim/0"] == -signal.SIGKILL
     assert _wait_gone([child], TIMEOUT), "what the killed node started outlived it"
+
+
+def _forever() -> None:
+    lp.wait_for_stop()
+
+
+def test_a_killed_node_is_restarted_by_its_groups_policy_in_a_new_process(launch_processes):
+    """Under slurm the new run is a new fork of the same host agent; under ray a new actor."""
+    program = lp.Program("restarted")
+    with program.group("worker", restart=lp.RestartPolicy(max_restarts=1, backoff_secs=0.01)):
+        program.add_node(lp.PyNode(_forever))
+    controller = launch_processes(program)
+    assert controller.wait_for_started("worker/0", TIMEOUT)
+    first = controller.node_pids()["worker/0"]
+    os.kill(first, signal.SIGKILL)  # on its host (a network namespace: same pids)
+    assert controller.wait_for_restarts("worker/0", 1, TIMEOUT)
+    assert controller.wait_for_started("worker/0", TIMEOUT)
+    assert controller.node_pids()["worker/0"] != first
+    assert controller.restarts() == {"worker/0": 1}
+    (failure,) = next(n for n in controller.status().nodes if n.name == "worker/0").failures
+    assert _KILLED[launch_processes.launch_type] in failure.reason and failure.restarted
 
 
 # Ray does not say how an actor's process ended, only that it died.

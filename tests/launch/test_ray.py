@@ -101,20 +101,6 @@ def test_needs_no_ray_node_has_are_refused_named(ray_launch):
         ray_launch(program, resources={"learner": lp.Resources(cpus=64)})
 
 
-def test_a_killed_actor_is_restarted_by_its_groups_policy_in_a_new_actor(ray_launch):
-    program = lp.Program("restarted")
-    with program.group("worker", restart=lp.RestartPolicy(max_restarts=1, backoff_secs=0.01)):
-        program.add_node(lp.PyNode(_run_forever))
-    controller = ray_launch(program)
-    assert controller.wait_for_started("worker/0", TIMEOUT)
-    first = controller.node_pids()["worker/0"]
-    os.kill(first, signal.SIGKILL)
-    assert controller.wait_for_restarts("worker/0", 1, TIMEOUT)
-    assert controller.wait_for_started("worker/0", TIMEOUT)
-    assert controller.node_pids()["worker/0"] != first
-    assert controller.restarts() == {"worker/0": 1}
-
-
 def test_a_frozen_actor_is_lost_within_the_liveness_timeout(ray_launch):
     program = lp.Program("frozen")
     program.add_node(lp.PyNode(_run_forever), label="worker")

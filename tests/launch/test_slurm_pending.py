@@ -102,16 +102,21 @@ def test_a_signal_to_the_launcher_of_a_running_job_stops_its_program_and_ends_th
         script.kill_session()
 
 
-def test_a_job_pending_past_its_timeout_fails_the_launch_named_and_is_cancelled(
-        full_cluster, tmp_path):
-    script, name, _ = _launch(tmp_path, "2")
+def _fails_named_and_its_job_goes(script: Script, name: str, *said: str) -> None:
+    """The launch fails saying each of `said`, its job leaves squeue, the script ends."""
     try:
         failure = script.wait_for(r"^failed: (.*)$")[1]
-        assert "still pends" in failure and "pending_timeout_secs=2" in failure, failure
+        assert all(words in failure for words in said), failure
         _until(lambda: not _jobs_named(name), LEFT_WITHIN_SECS, "the job is gone")
         assert script.finish() == 0, script.output
     finally:
         script.kill_session()
+
+
+def test_a_job_pending_past_its_timeout_fails_the_launch_named_and_is_cancelled(
+        full_cluster, tmp_path):
+    script, name, _ = _launch(tmp_path, "2")
+    _fails_named_and_its_job_goes(script, name, "still pends", "pending_timeout_secs=2")
 
 
 def test_a_job_on_a_partition_that_is_down_fails_at_once_named(cluster_env, tmp_path):
@@ -119,14 +124,7 @@ def test_a_job_on_a_partition_that_is_down_fails_at_once_named(cluster_env, tmp_
     cluster.run(["scontrol", "update", "PartitionName=main", "State=DOWN"])
     try:
         script, name, _ = _launch(tmp_path)
-        try:
-            failure = script.wait_for(r"^failed: (.*)$")[1]
-            assert "can never start" in failure and "PartitionDown" in failure, failure
-            _until(lambda: not _jobs_named(name), LEFT_WITHIN_SECS, "the job is gone")
-            assert script.finish() == 0, script.output
-        finally:
-            script.kill_session()
+        _fails_named_and_its_job_goes(script, name, "can never start", "PartitionDown")
     finally:
         with contextlib.suppress(AssertionError):
             cluster.run(["scontrol", "update", "PartitionName=main", "State=UP"])
-
