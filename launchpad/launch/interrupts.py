@@ -9,11 +9,17 @@ script returns, as after Ctrl+C. The handlers are installed by the first launch 
 main thread and stay; when no program launched from this process is running, each signal
 does what it did before (by default: KeyboardInterrupt for Ctrl+C, the end of the process for
 the others).
+
+Python runs a handler in the main thread between two of its bytecodes, wherever that thread
+is: inside a controller's locked section, inside a print to stderr, or inside the handler
+of the signal before. So the handler takes no lock and does no work: it puts the signal on a
+queue whose `put` is safe there, and one thread of ours stops or kills the programs.
 """
 
 from __future__ import annotations
 
 import contextlib
+import queue
 import signal
 import sys
 import threading
@@ -24,60 +30,95 @@ from typing import Any
 
 _lock = threading.Lock()
 _running: "weakref.WeakSet[Any]" = weakref.WeakSet()
+# How many programs `_running` holds, read by the handler without the lock (one int read).
+_running_count = 0
 _SIGNALS = {signal.SIGINT: "Ctrl+C", signal.SIGTERM: "SIGTERM", signal.SIGHUP: "SIGHUP"}
 _previous: dict[int, Any] = {}
 _installed = False
 _presses = 0
+# Signals for the thread that acts on them; None ends that thread. It runs while programs do.
+_signals: "queue.SimpleQueue[int | None]" = queue.SimpleQueue()
+_acting = False
 # How often a wait of the main thread wakes to let a Ctrl+C in (see wait_in_slices).
 _WAIT_SLICE_SECS = 0.2
 
 
 def watch(controller: Any) -> None:
     """Lets Ctrl+C, SIGTERM and SIGHUP stop `controller`'s program while it runs."""
-    global _installed
+    global _installed, _running_count, _acting
     with _lock:
         _running.add(controller)
+        _running_count = len(_running)
         if not _installed and threading.current_thread() is threading.main_thread():
             for signum in _SIGNALS:
                 _previous[signum] = signal.getsignal(signum)
                 signal.signal(signum, _on_signal)
             _installed = True
+        if _installed and not _acting:
+            threading.Thread(target=_act_on_signals, name="launchpad-signals",
+                             daemon=True).start()
+            _acting = True
     controller.on_finish(lambda: _forget(controller))
 
 
+def take_back() -> None:
+    """Takes the signals back from a library that took them during a launch (`ray.init()`
+    sets a SIGTERM handler that exits the process); theirs runs when no program is running."""
+    with _lock:
+        if not _installed or threading.current_thread() is not threading.main_thread():
+            return
+        for signum in _SIGNALS:
+            handler = signal.getsignal(signum)
+            if handler is not _on_signal:
+                _previous[signum] = handler
+                signal.signal(signum, _on_signal)
+
+
 def _forget(controller: Any) -> None:
-    global _presses
+    global _presses, _running_count, _acting
     with _lock:
         _running.discard(controller)
-        if not _running:
+        _running_count = len(_running)
+        if not _running and _acting:
             _presses = 0
+            _signals.put(None)
+            _acting = False
+
+
+def _on_signal(signum: int, frame: Any) -> None:
+    if _running_count:
+        _signals.put_nowait(signum)
+    else:
+        _pass_on(signum, frame)
+
+
+def _act_on_signals() -> None:
+    """The first signal stops every running program, each later one kills their nodes."""
+    global _presses
+    while (signum := _signals.get()) is not None:
+        with _lock:
+            running = list(_running)
+            _presses += 1 if running else 0
+            presses = _presses
+        if not running:  # they ended as it came: what it did before, in the main thread
+            signal.raise_signal(signum)
+            continue
+        names = ", ".join(c.program_name for c in running)
+        what = _SIGNALS[signum]
+        on = "" if signum == signal.SIGINT else f" on {what}"
+        if presses == 1:
+            _say(f"\nlaunchpad: stopping {names}{on} ({what} again to kill the nodes now)")
+            for controller in running:
+                controller.stop()
+        else:
+            _say(f"\nlaunchpad: killing the nodes of {names}{on}")
+            for controller in running:
+                controller.kill()
 
 
 def _say(text: str) -> None:
     with contextlib.suppress(OSError, ValueError):  # a terminal gone (SIGHUP), a closed file
         print(text, file=sys.stderr, flush=True)
-
-
-def _on_signal(signum: int, frame: Any) -> None:
-    global _presses
-    with _lock:
-        running = list(_running)
-        _presses += 1 if running else 0
-        presses = _presses
-    if not running:
-        _pass_on(signum, frame)
-        return
-    names = ", ".join(c.program_name for c in running)
-    what = _SIGNALS[signum]
-    on = "" if signum == signal.SIGINT else f" on {what}"
-    if presses == 1:
-        _say(f"\nlaunchpad: stopping {names}{on} ({what} again to kill the nodes now)")
-        for controller in running:
-            controller.stop()
-    else:
-        _say(f"\nlaunchpad: killing the nodes of {names}{on}")
-        for controller in running:
-            controller.kill()
 
 
 def _pass_on(signum: int, frame: Any) -> None:

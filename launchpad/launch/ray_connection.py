@@ -13,6 +13,7 @@ import logging
 import os
 import threading
 
+from launchpad.launch import interrupts
 from launchpad.launch.errors import LaunchError
 from launchpad.launch.ray_settings import RaySettings
 
@@ -41,6 +42,7 @@ def connect(settings: RaySettings) -> str:
                 raise LaunchError(f"launch_type='ray' cannot connect to {where}: "
                                   f"{type(e).__name__}: {e}") from e
             _connected_here = True
+            interrupts.take_back()
         return ray.get_runtime_context().gcs_address
 
 

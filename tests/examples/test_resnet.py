@@ -13,6 +13,10 @@ from tests.examples.test_examples import run_example
 from tests.processes import Script, session_members
 from tests.stacks import needs_tensorflow
 
+# Each run may take its own 240 s (TensorFlow processes on 2 cores beside the Acme suite); the
+# resume test makes two. The suite's 120 s would cut them first, without their output.
+pytestmark = pytest.mark.timeout(600)
+
 TEST_IMAGES = 359  # the held-out fifth of scikit-learn's 1,797 digits
 # A run's last line: its accuracy on the test images.
 FINAL_ACCURACY = re.compile(rf"driver: test accuracy (\d\.\d+) on {TEST_IMAGES} held-out digits "

@@ -16,9 +16,7 @@ import pytest
 import launchpad as lp
 from tests.launch.conftest import CLUSTER_LAUNCH_TYPES, NODE_PROCESS_LAUNCH_TYPES
 from tests.launch.helpers import TIMEOUT
-from tests.processes import live_descendants
-
-ROOT = pathlib.Path(__file__).parents[2]
+from tests.launch.launchers import run_launcher, wait_for_line, wait_gone
 
 
 class Pid:
@@ -64,7 +62,7 @@ def test_a_node_killed_by_a_signal_fails_the_program_naming_it_and_takes_its_chi
     failure = _wait_for_end(controller, "victim/0")
     assert _KILLED[launch_failing.launch_type] in failure.reason
     assert controller.exit_codes()["victim/0"] == -signal.SIGKILL
-    assert _wait_gone([child], TIMEOUT), "what the killed node started outlived it"
+    assert wait_gone([child], TIMEOUT), "what the killed node started outlived it"
 
 
 def _forever() -> None:
@@ -126,7 +124,7 @@ def test_a_node_ignoring_stop_and_sigterm_is_killed_after_the_grace_period(launc
     controller.stop()
     assert controller.wait(TIMEOUT)  # not a failure: it was ended by its launcher
     assert controller.exit_codes()["stubborn/0"] == -signal.SIGKILL
-    assert _wait_gone([pid], TIMEOUT)  # (on a cluster: the node's own process, on its host)
+    assert wait_gone([pid], TIMEOUT)  # (on a cluster: the node's own process, on its host)
 
 
 @pytest.mark.parametrize("attempt", range(3))
@@ -141,40 +139,19 @@ def test_a_kill_right_after_launch_reaches_nodes_still_starting(attempt, launch_
     assert set(controller.exit_codes().values()) == {-signal.SIGKILL}
 
 
-def _run_launcher(kind, grace=60, launch_type="local_mp"):
-    launcher = subprocess.Popen([sys.executable, "-m", "tests.launch.programs", kind, str(grace),
-                                 launch_type], cwd=ROOT, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)
-    line = "-"
-    while line and not line.startswith("ready"):  # (a cluster launcher may log first)
-        line = launcher.stdout.readline()
-    assert line.startswith("ready"), "the launcher ended before its program was ready"
-    return launcher, [int(pid) for pid in line.split()[1:]]
-
-
-def _wait_gone(pids, timeout):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        alive = set(pids) & live_descendants()
-        if not alive:
-            return True
-        time.sleep(0.05)  # polls: no event tells when an unrelated process ends
-    return False
-
-
 @pytest.mark.parametrize("launch_type", NODE_PROCESS_LAUNCH_TYPES)
 def test_nodes_of_a_killed_launcher_exit_by_themselves(launch_type, request, cluster_first,
                                                        no_leaked_processes, monkeypatch):
     if launch_type in CLUSTER_LAUNCH_TYPES:  # the launcher finds the session's cluster
         for name, value in request.getfixturevalue(f"{launch_type}_cluster").env.items():
             monkeypatch.setenv(name, value)
-    launcher, pids = _run_launcher("polite", 60, launch_type)
+    launcher, pids = run_launcher("polite", 60, launch_type)
     launcher.kill()
     launcher.wait()
     launcher.stdout.close()
     # The nodes notice their controller is gone, stop, and exit (long before the grace period
     # is over); Ray ends the actors of a driver that died, Slurm the job whose holder ended.
-    assert _wait_gone(pids, TIMEOUT)
+    assert wait_gone(pids, TIMEOUT)
     if launch_type == "slurm":
         deadline = time.monotonic() + TIMEOUT
         while _slurm_jobs_named("polite") and time.monotonic() < deadline:
@@ -189,12 +166,12 @@ def _slurm_jobs_named(name):
 
 @pytest.mark.usefixtures("no_leaked_processes")
 def test_what_a_node_started_ends_with_it_when_its_launcher_is_killed():
-    launcher, pids = _run_launcher("parent", grace=1)
+    launcher, pids = run_launcher("parent", grace=1)
     child = int(launcher.stdout.readline().split()[1])
     launcher.kill()
     launcher.wait()
     launcher.stdout.close()
-    assert _wait_gone([*pids, child], TIMEOUT), "the node's own process outlived it"
+    assert wait_gone([*pids, child], TIMEOUT), "the node's own process outlived it"
 
 
 def _start_child_and_return(box):
@@ -206,46 +183,39 @@ def test_what_a_node_started_ends_with_it_when_its_code_returns(launch_mp, box):
     program = lp.Program("parent")
     program.add_node(lp.PyNode(_start_child_and_return, results), label="parent")
     assert launch_mp(program).wait(TIMEOUT)
-    assert _wait_gone([results.get()], TIMEOUT)
-
-
-def _wait_for_line(launcher, text):
-    line = "-"
-    while line and text not in line:
-        line = launcher.stdout.readline()
-    assert line, f"the launcher never printed {text!r}"
+    assert wait_gone([results.get()], TIMEOUT)
 
 
 @pytest.mark.usefixtures("no_leaked_processes")
 def test_a_node_missed_by_a_launcher_killed_while_stopping_exits_after_the_grace_period():
-    launcher, pids = _run_launcher("stubborn", grace=1)
+    launcher, pids = run_launcher("stubborn", grace=1)
     launcher.send_signal(signal.SIGINT)
-    _wait_for_line(launcher, "launchpad: stopping")
+    wait_for_line(launcher, "launchpad: stopping")
     launcher.kill()  # before it could kill the node, which ignores the stop and SIGTERM
     launcher.wait()
     launcher.stdout.close()
-    assert _wait_gone(pids, TIMEOUT)
+    assert wait_gone(pids, TIMEOUT)
 
 
 @pytest.mark.usefixtures("no_leaked_processes")
 def test_first_ctrl_c_stops_gracefully():
-    launcher, pids = _run_launcher("polite")
+    launcher, pids = run_launcher("polite")
     launcher.send_signal(signal.SIGINT)
     out, _ = launcher.communicate(timeout=TIMEOUT)
     assert launcher.returncode == 0 and "Program stopped" in out
-    assert _wait_gone(pids, TIMEOUT)
+    assert wait_gone(pids, TIMEOUT)
 
 
 @pytest.mark.usefixtures("no_leaked_processes")
 def test_second_ctrl_c_kills_at_once():
-    launcher, pids = _run_launcher("stubborn")
+    launcher, pids = run_launcher("stubborn")
     launcher.send_signal(signal.SIGINT)  # stops; the node ignores it (grace: 60 s)
     # Two signals sent at once reach Python's handler as one: a second press comes later.
-    _wait_for_line(launcher, "launchpad: stopping")
+    wait_for_line(launcher, "launchpad: stopping")
     launcher.send_signal(signal.SIGINT)
     out, _ = launcher.communicate(timeout=TIMEOUT)
     assert launcher.returncode == 0 and "Program stopped" in out
-    assert _wait_gone(pids, TIMEOUT)
+    assert wait_gone(pids, TIMEOUT)
 
 
 def _report_environment(box):
