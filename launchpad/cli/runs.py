@@ -107,7 +107,8 @@ def ls(args: argparse.Namespace) -> int:
         return 0
     rows = [("RUN", "PROGRAM", "LAUNCH TYPE", "STARTED")] + [
         (run.run_id, run.program, run.launch_type,
-         time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(run.started_at)))
+         time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(run.started_at))
+         + (f"  ({run.pending})" if run.pending else ""))
         for run in found]
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
     for row in rows:
@@ -116,8 +117,23 @@ def ls(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cancel_pending(run: run_records.Run, timeout: float) -> int:
+    """Stops a run that waits to start: its job is cancelled (nothing of it runs yet)."""
+    from launchpad.launch import attach
+    controller = attach.attach(run.run_id, os.path.dirname(os.path.dirname(run.folder)))
+    controller.stop(f"launchpad stop from pid {os.getpid()}")
+    if not controller.wait(timeout):
+        fail(f"run {run.run_id} is still in the cluster's queue {timeout:g} s after its "
+             "job was cancelled")
+    print(f"launchpad: stopped run {run.run_id} (program {run.program}): its job was "
+          "cancelled before it ran")
+    return 0
+
+
 def stop(args: argparse.Namespace) -> int:
     run = find(args.run, args.run_dir)
+    if run.pending:
+        return _cancel_pending(run, args.timeout)
     controller = client(run)
     deadline = time.monotonic() + args.timeout
     try:

@@ -32,11 +32,14 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def of(run: run_records.Run) -> telemetry.ProgramStatus:
-    """The run's status now, from its controller.
+    """The run's status now, from its controller (a run that waits to start has none yet:
+    'pending', with what it waits for).
 
     Raises:
       SystemExit: its controller is gone.
     """
+    if run.pending:
+        return run.pending_status()
     client = runs.client(run)
     try:
         return client.status(runs.CALL_SECS)

@@ -17,6 +17,7 @@ import dataclasses
 import datetime
 import os
 
+from launchpad import telemetry
 from launchpad.courier.tls import TLS
 from launchpad.launch import private_files
 from launchpad.launch.errors import LaunchError
@@ -41,6 +42,16 @@ class Run:
     launcher_pid: int = 0  # the launching process (0: detached, its launcher may go)
     launcher_id: str = ""  # what tells that process apart (run_registry.py)
     log_dir: str | None = None
+    # What a run whose controller has not started yet waits for (a detached Slurm job
+    # pending, with Slurm's reason); its controller_address and token are '' until then.
+    pending: str = ""
+
+    def pending_status(self) -> telemetry.ProgramStatus:
+        """The status of a run that waits to start (`pending`): no node runs yet."""
+        return telemetry.ProgramStatus(
+            program=self.program, launch_type=self.launch_type, run_id=self.run_id,
+            started_at=self.started_at, state="pending", stop_reason="", failure="",
+            nodes=[], log_dir=self.log_dir, pending=self.pending)
 
 
 def run_dir(given: str | None = None) -> str:

@@ -15,8 +15,9 @@ test that launched them, and a test suite would churn the user's registry with t
 Detached runs keep records of their own (slurm_detached.py, ray_detached.py); `runs()` reads
 every kind into a `run_records.Run`, checking each folder and file before reading (no other
 user may have been able to write them: private_files.py). A run is listed while its
-controller answers. A record whose controller does not answer and whose launching process is
-known to be gone (a launcher killed before it could remove it) is stale: it is removed.
+controller answers, or while it waits to start (a detached Slurm job pending). A record
+whose controller does not answer and whose launching process is known to be gone (a
+launcher killed before it could remove it) is stale: it is removed.
 """
 
 from __future__ import annotations
@@ -94,7 +95,7 @@ def runs(run_dir: str | None = None) -> tuple[list[run_records.Run], list[str]]:
             continue
         if run is None:
             continue
-        if answers(run):
+        if run.pending or answers(run):  # (a pending run has no controller yet)
             found.append(run)
         elif launcher_gone(run):
             _remove(folder)

@@ -143,14 +143,13 @@ def pending_reporter(controller: Controller) -> Callable[[str, str], None]:
         if state == slurm_job.RUNNING:
             controller.pending = ""
             return
-        why = reason or "not yet scheduled"
-        controller.pending = f"Slurm job {state.lower()} ({why})"
+        controller.pending = slurm_job.pending_text(state, reason)
         if not reason and not said:
             said.append(True)  # a job's first second: the scheduler has not looked yet
             return
         try:
-            print(f"launchpad: program {controller.program_name!r}: its Slurm job is "
-                  f"{state.lower()} ({why})", file=sys.stderr, flush=True)
+            print(f"launchpad: program {controller.program_name!r}: {controller.pending}",
+                  file=sys.stderr, flush=True)
         except OSError:
             pass  # a terminal gone (SIGHUP): the status still says it
     return report

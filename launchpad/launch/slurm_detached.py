@@ -106,20 +106,26 @@ def is_slurm_run(folder: str) -> bool:
 
 
 def run_of(folder: str) -> run_records.Run | None:
-    """The detached Slurm run recorded in `folder`, for `launchpad ls`; None once it has
-    ended, or while its controller has not said where it is (the job is pending)."""
+    """The detached Slurm run recorded in `folder`, for `launchpad ls`; while its job waits
+    to run, with what it waits for (`pending`, and no controller yet); None once it has
+    ended."""
     if os.path.exists(os.path.join(folder, "outcome")):
         return None
-    try:
-        where = private_files.read_private(os.path.join(folder, "controller.address"))
-    except FileNotFoundError:
-        return None
-    address, token = pickle.loads(where)
     launch_spec = pickle.loads(private_files.read_private(os.path.join(folder, "launch.spec")))
+    try:
+        address, token = pickle.loads(private_files.read_private(
+            os.path.join(folder, "controller.address")))
+        pending = ""
+    except FileNotFoundError:
+        job_id = private_files.read_private(os.path.join(folder, "job")).decode()
+        pending = slurm_job.SlurmJob(job_id, launch_spec.placement, running=True).waiting()
+        if not pending:
+            return None  # it ended before its controller started, or that is starting now
+        address = token = ""
     run_id = os.path.basename(folder)
     return run_records.Run(run_id, run_records.program_name_of(run_id), "slurm (detached)",
                            run_records.started_at_of(run_id), address, token,
-                           launch_spec.tls, folder, log_dir=folder)
+                           launch_spec.tls, folder, log_dir=folder, pending=pending)
 
 
 def run_controller(path: str) -> int:
@@ -208,18 +214,30 @@ class SlurmRemoteController(RemoteController):
         return outcome[3] if outcome is not None else self._ask("restarts") or {}
 
     def status(self) -> telemetry.ProgramStatus | None:
-        if self._read("outcome") is not None:
+        """The program's status from its controller; while its job waits to run, 'pending'
+        with Slurm's reason; None once it has ended."""
+        run = run_of(self.run_dir)
+        if run is None:
             return None  # it has ended
+        if run.pending:
+            return run.pending_status()
         try:
             return self._ask("status")
         except Exception:  # noqa: BLE001 - it ended as we asked: its controller is gone
             return None
 
     def kill(self) -> None:
-        """Ends the job at once (`wait()` then returns True)."""
+        """Ends the job at once (`wait()` then returns True, here and in every process
+        attached to the run: the outcome says it was killed, unless its controller said how
+        the program ended first)."""
         self._killed = True
         self.stop_reason = f"killed: Slurm job {self.job_id} was cancelled"
         self._job.cancel()
+        if self._read("outcome") is None:  # the job has ended: nothing else writes it now
+            partial = os.path.join(self.run_dir, ".outcome")
+            private_files.write_private(partial, pickle.dumps(
+                (None, self.stop_reason, {}, {})))
+            os.replace(partial, os.path.join(self.run_dir, "outcome"))  # whole, or not there
 
     def wait(self, timeout: float | None = None) -> bool:
         """Blocks until the program has ended, and its job with it (the batch step ends

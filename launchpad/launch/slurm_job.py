@@ -48,6 +48,11 @@ FATAL_REASONS = {
 }
 
 
+def pending_text(state: str, reason: str) -> str:
+    """A waiting job's state and Slurm's reason, as a program's status says them."""
+    return f"Slurm job {state.lower()} ({reason or 'not yet scheduled'})"
+
+
 def environment(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The launching environment, where `import launchpad` finds this launchpad."""
     source = os.path.dirname(os.path.dirname(os.path.abspath(launchpad.__file__)))
@@ -115,10 +120,7 @@ class SlurmJob:
         said: tuple[str, str] | None = None
         said_at = 0.0
         while not self._started.is_set():
-            rows = self._rows("%T|%r")
-            states = {row[0] for row in rows}
-            waiting_for = next((row[1] for row in rows if row[0] != RUNNING), "")
-            waiting_for = "" if waiting_for == "None" else waiting_for  # not yet scheduled
+            states, waiting_for = self._states()
             waited = time.monotonic() - started
             if states == {RUNNING}:
                 self._started.set()
@@ -198,6 +200,21 @@ class SlurmJob:
     def alive(self) -> bool:
         """Whether the job is pending or running (not over)."""
         return bool({row[0] for row in self._rows("%T")} & _LIVE)
+
+    def waiting(self) -> str:
+        """What the job waits for before it runs, as a program's status says it ("Slurm job
+        pending (Resources)"); '' once it runs, or has ended."""
+        states, waiting_for = self._states()
+        if not states or RUNNING in states or not states <= set(WAITING):
+            return ""
+        return pending_text(min(states), waiting_for)
+
+    def _states(self) -> tuple[set[str], str]:
+        """The job's states (one per component) and Slurm's reason for a component that
+        does not run ('' when the scheduler has not looked at it yet)."""
+        rows = self._rows("%T|%r")
+        waiting_for = next((row[1] for row in rows if row[0] != RUNNING), "")
+        return {row[0] for row in rows}, "" if waiting_for == "None" else waiting_for
 
     def _rows(self, fields: str) -> list[list[str]]:
         """squeue's rows of this job (one per component), its `fields` split at '|'."""

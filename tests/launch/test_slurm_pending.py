@@ -14,6 +14,7 @@ import uuid
 
 import pytest
 
+import launchpad as lp
 from tests.cli.helpers import cli
 from tests.processes import Script
 
@@ -73,7 +74,7 @@ def test_a_pending_job_is_reported_with_its_reason_and_a_signal_cancels_it(
         full_cluster, tmp_path, signum):
     script, name, run_id = _launch(tmp_path)
     try:
-        said = script.wait_for(r"its Slurm job is pending \((Resources|Priority)\)")[1]
+        said = script.wait_for(r"Slurm job pending \((Resources|Priority)\)")[1]
         status = cli("status", run_id)
         assert status.returncode == 0, status.stderr
         assert ": pending" in status.stdout and f"pending: Slurm job pending ({said}" in (
@@ -128,3 +129,38 @@ def test_a_job_on_a_partition_that_is_down_fails_at_once_named(cluster_env, tmp_
     finally:
         with contextlib.suppress(AssertionError):
             cluster.run(["scontrol", "update", "PartitionName=main", "State=UP"])
+
+
+def test_a_detached_run_whose_job_pends_is_listed_pending_and_stopping_it_cancels_it(
+        full_cluster, tmp_path):
+    """Its controller would run inside the job, so nothing answers for it yet: the run
+    record and squeue do - in `launchpad ls` and `status`, and in `lp.attach(...).status()`
+    - and `launchpad stop` cancels the job."""
+    name = f"wait-{uuid.uuid4().hex[:6]}"
+    program = lp.Program(name)
+    program.add_node(lp.PyNode(lp.wait_for_stop), label="waiter")
+    controller = lp.launch(program, launch_type="slurm", detach=True,
+                           slurm=lp.SlurmSettings(run_dir=str(tmp_path)))
+    try:
+        run_dir = ["--run-dir", str(tmp_path)]
+        _until(lambda: "(Resources)" in cli("ls", *run_dir).stdout
+               or "(Priority)" in cli("ls", *run_dir).stdout, TIMEOUT, "listed pending")
+        [listed] = cli("ls", *run_dir).stdout.splitlines()[1:]
+        assert listed.startswith(f"{controller.run_id}  {name}  slurm (detached)"), listed
+        assert "(Slurm job pending (" in listed, listed
+        status = cli("status", controller.run_id, *run_dir)
+        assert status.returncode == 0, status.stderr
+        assert ": pending" in status.stdout and "pending: Slurm job pending (" in (
+            status.stdout), status.stdout
+        attached = lp.attach(controller.run_id, run_dir=str(tmp_path)).status()
+        assert (attached.state, attached.nodes) == ("pending", [])
+        assert attached.pending.startswith("Slurm job pending ("), attached.pending
+        stopped = cli("stop", controller.run_id, *run_dir)
+        assert stopped.returncode == 0, stopped.stderr
+        assert "its job was cancelled before it ran" in stopped.stdout, stopped.stdout
+        assert not _jobs_named(name)
+        assert controller.wait(TIMEOUT)  # the launch's own controller learns it too
+        assert controller.stop_reason == f"killed: Slurm job {controller.job_id} was cancelled"
+        assert "no program of this user runs" in cli("ls", *run_dir).stdout
+    finally:
+        controller.kill()
