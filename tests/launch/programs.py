@@ -9,6 +9,8 @@ every node answers, and then waits for the program to stop; `Program stopped` is
     polite     one node that ends when the program stops
     parent     as polite, and its node starts a process of its own, whose pid is printed
                after `ready` as `child <pid>`
+    second     as polite, launched after a local_mt program of one node that waits for
+               its stop (a launch that finds the signals taken already); both are waited for
 """
 
 from __future__ import annotations
@@ -46,6 +48,11 @@ class Stubborn:
 
 
 def main(kind: str, grace: float, launch_type: str) -> None:
+    first = None
+    if kind == "second":
+        before = lp.Program("first")
+        before.add_node(lp.PyNode(lp.wait_for_stop), label="first")
+        first = lp.launch(before, launch_type="local_mt")
     program = lp.Program(kind)
     node = lp.CourierNode({"stubborn": Stubborn, "parent": Parent}.get(kind, Polite))
     handle = program.add_node(node, label=kind)
@@ -56,6 +63,8 @@ def main(kind: str, grace: float, launch_type: str) -> None:
     if kind == "parent":
         print("child", handle.dereference().child_pid(), flush=True)
     controller.wait()
+    if first is not None:
+        first.wait()
     print("Program stopped", flush=True)
 
 

@@ -7,6 +7,7 @@ as a user sends them are tested from outside too, in test_processes.py and
 test_slurm_pending.py.)"""
 
 import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -58,4 +59,20 @@ def test_a_sigterm_of_the_launcher_stops_its_program_gracefully(launch_type, req
     out, _ = launcher.communicate(timeout=TIMEOUT)
     assert launcher.returncode == 0, out
     assert "launchpad: stopping polite on SIGTERM" in out and "Program stopped" in out, out
+    assert wait_gone(pids, TIMEOUT)
+
+
+@pytest.mark.usefixtures("no_leaked_processes")
+def test_a_ray_launch_after_a_local_one_leaves_sigterm_to_launchpad(ray_cluster, monkeypatch):
+    """ray.init() sets a SIGTERM handler that exits the process; the handlers were already
+    launchpad's (the local launch took them), so the Ray launch takes SIGTERM back."""
+    for name, value in ray_cluster.env.items():
+        monkeypatch.setenv(name, value)
+    launcher, pids = run_launcher("second", 60, "ray")
+    launcher.send_signal(signal.SIGTERM)
+    out, _ = launcher.communicate(timeout=TIMEOUT)
+    assert launcher.returncode == 0, out
+    said = re.search(r"launchpad: stopping (\S+), (\S+) on SIGTERM", out)
+    assert said and {*said.groups()} == {"first", "second"}, out
+    assert "Program stopped" in out, out
     assert wait_gone(pids, TIMEOUT)
