@@ -1,8 +1,8 @@
 """Benchmark: one real controller under thousands of simulated nodes.
 
 Run: `python -m benchmarks.controller_scale [--sizes 1000,10000] [--secs 20]
-[--simulators 2] [--per-connection 25] [--agent-nodes 8]`. Prints one JSON object on stdout
-(its last line); progress goes to stderr.
+[--simulators 2] [--per-connection 25] [--agent-nodes 8] [--transport auto|grpc]`. Prints
+one JSON object on stdout (its last line); progress goes to stderr.
 
 For each size, a controller process (benchmarks/_controller_process.py: the real Controller
 of a program of that many nodes, its registry, supervisor, node book and courier server) is
@@ -19,6 +19,8 @@ simulated host agents of `--agent-nodes` nodes each (true), which send one `repo
 * `register_p99_ms`, `resolve_p50_ms`, `resolve_p99_ms`: as the simulated nodes saw them;
 * `failed_nodes`: nodes the controller declared lost (a heartbeat answered too late).
 
+The simulators run on the controller's host, so their calls take the local transport (Unix
+sockets) unless `--transport grpc` makes them call as nodes and agents of other hosts do.
 On this machine (2 cores) the simulators share the CPUs with the controller, so latencies
 include that contention; the controller's CPU share is its own. Targets (issue 27): at
 10,000 nodes through agents, at most 0.5 of a core and a resolve p99 of at most 20 ms.
@@ -34,6 +36,8 @@ import statistics
 import subprocess
 import sys
 import time
+
+from launchpad.courier import transport as transport_lib
 
 _TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -60,7 +64,7 @@ def _percentile(values: list[float], q: float) -> float | None:
 
 
 def run(nodes: int, secs: float, simulators: int, per_connection: int,
-        agent_nodes: int) -> dict:
+        agent_nodes: int, transport: str = "auto") -> dict:
     controller = subprocess.Popen([sys.executable, "-m", "benchmarks._controller_process",
                                    str(nodes)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   text=True)
@@ -71,7 +75,9 @@ def run(nodes: int, secs: float, simulators: int, per_connection: int,
             [sys.executable, "-m", "benchmarks._simulated_nodes", address, token,
              str(first), str(min(nodes, first + share)), str(per_connection), str(secs),
              str(agent_nodes)],
-            stdout=subprocess.PIPE, text=True) for first in range(0, nodes, share)]
+            stdout=subprocess.PIPE, text=True,
+            env={**os.environ, transport_lib.ENV_TRANSPORT: transport})
+            for first in range(0, nodes, share)]
         for sim in sims:
             assert sim.stdout.readline().strip() == "registered"
         cpu_before, wall_before = _cpu_secs(controller.pid), time.monotonic()
@@ -89,7 +95,8 @@ def run(nodes: int, secs: float, simulators: int, per_connection: int,
             controller.wait()
     register = [v for out in outputs for v in out["register"]]
     resolve = [v for out in outputs for v in out["resolve"]]
-    return {"nodes": nodes, "via_agents": bool(agent_nodes), "controller_cpu_cores": round(cpu, 3),
+    return {"nodes": nodes, "via_agents": bool(agent_nodes), "transport": transport,
+            "controller_cpu_cores": round(cpu, 3),
             "controller_rss_mb": round(rss, 1),
             "resolve_p50_ms": round(statistics.median(resolve), 2) if resolve else None,
             "resolve_p99_ms": _percentile(resolve, 0.99),
@@ -106,6 +113,8 @@ def main() -> None:
     parser.add_argument("--simulators", type=int, default=2)
     parser.add_argument("--per-connection", type=int, default=25)
     parser.add_argument("--agent-nodes", type=int, default=8)
+    parser.add_argument("--transport", choices=["auto", "grpc"], default="auto",
+                        help="the simulators' transport (auto: local, on this host)")
     args = parser.parse_args()
     results = []
     for nodes in (int(n) for n in args.sizes.split(",")):
@@ -113,7 +122,7 @@ def main() -> None:
             print(f"controller_scale: {nodes} nodes, agents of {agent_nodes or 'none'}",
                   file=sys.stderr, flush=True)
             results.append(run(nodes, args.secs, args.simulators, args.per_connection,
-                               agent_nodes))
+                               agent_nodes, args.transport))
             print(json.dumps(results[-1]), file=sys.stderr, flush=True)
     print(json.dumps({"benchmark": "controller_scale", "python": platform.python_version(),
                       "cpus": os.cpu_count(), "secs": args.secs,

@@ -223,7 +223,7 @@ def test_a_detached_program_whose_controller_dies_ends_and_attaching_says_so(
     try:
         def running() -> bool:
             status = controller.status()
-            return bool(status and status.nodes[0].state == "running")
+            return bool(status and status.nodes and status.nodes[0].state == "running")
         wait_until(running, TIMEOUT, "the worker running")
         pid = controller.status().nodes[0].pid
         kill(controller)
