@@ -216,11 +216,11 @@ class SlurmRemoteController(RemoteController):
     def status(self) -> telemetry.ProgramStatus | None:
         """The program's status from its controller; while its job waits to run, 'pending'
         with Slurm's reason; None once it has ended."""
-        run = run_of(self.run_dir)
-        if run is None:
+        if self._read("outcome") is not None:
             return None  # it has ended
-        if run.pending:
-            return run.pending_status()
+        if self._read("controller.address") is None:  # pending, or its controller starting
+            run = run_of(self.run_dir)
+            return run.pending_status() if run is not None and run.pending else None
         try:
             return self._ask("status")
         except Exception:  # noqa: BLE001 - it ended as we asked: its controller is gone
