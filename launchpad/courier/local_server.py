@@ -1,49 +1,84 @@
-"""The local transport's server side: a server's Unix socket, and a thread per stream.
+"""The local transport's server side: a server's Unix socket, its streams on few threads.
 
-See local_sockets.py for the transport, its sockets and who may use them. The accepting
-thread hands each connection to a thread of its own, which reads the peer's hello within
-`HANDSHAKE_SECS` (at most `MAX_HANDSHAKES` connections wait for theirs at once; more are
-closed at once), then serves the stream as gRPC's thread would, with the same handler.
+See local_sockets.py for the transport, its sockets and who may use them.
+
+* **Accepting.** One thread accepts connections, checks each peer's uid at once, and looks
+  at (peeks) its hello as its bytes come, within `HANDSHAKE_SECS`: a connection without its
+  hello holds no thread. At most `MAX_HANDSHAKES` wait for theirs at once; the one that has
+  waited longest is let go for a newer one (a client sends its hello at once, so the oldest
+  is the likeliest to be a peer that says nothing), and so is it when accepting finds no
+  file descriptor left.
+* **Serving.** A stream whose hello is whole joins the server's epoll, where its socket
+  waits for its next message (once: `EPOLLONESHOT`). The server's stream threads all wait
+  in that epoll, and the kernel wakes one of them per stream that has a message, which
+  answers it (the token checked first, for a stream's first message) with the server's
+  handler, running the calls as server.py says, and goes on with the next message while
+  one comes within `_NEXT_MESSAGE_SPIN_SECS` (only for a stream that calls back to back);
+  then it hands the stream back to the epoll.
+  A thread is added whenever none is left waiting, and one that waited `_IDLE_THREAD_SECS`
+  for nothing ends.
+
+So a thread serves a stream only while a message of it is being answered. A server of
+thousands of idle or slow streams (a controller of thousands of nodes) runs on a few
+threads, with one wake-up per message as before: a thread per stream made every message
+wake one of thousands of threads, each to take the GIL in turn, and stopped at 4,096.
 """
 
 from __future__ import annotations
 
+import collections
+import errno
 import os
+import queue
+import select
 import socket
 import threading
-from collections.abc import Callable, Iterator
-from typing import NoReturn
+import time
 
 import grpc
 from absl import logging
 
 from launchpad.courier import hosts, local_sockets, records, shared_memory, streams
-from launchpad.courier.threads import DaemonThreadPool
 from launchpad.courier.tls import TLS
 
 HANDSHAKE_SECS = 5.0
-MAX_HANDSHAKES = 64
-_MAX_STREAMS = 4096
-_BACKLOG = 1024
+MAX_HANDSHAKES = 1024
+_MAX_THREADS = 4096  # streams being answered at once (a call that blocks holds one)
+_IDLE_THREAD_SECS = 30.0
+_BACKLOG = 4096
+_ACCEPTS_PER_WAKE = 64  # then hellos that came meanwhile are looked at
 _ACCEPT_RETRY_SECS = 0.05
-# How long a stream's thread polls for the next message after a reply before it blocks
-# (records.Reader.spin_secs; local_client.py says why).
+# How long a stream's thread polls for the next message after a reply before it hands the
+# stream back (records.Reader.ready; local_client.py says why a poll is worth it), if the
+# stream's last message came within `_HOT_GAP_SECS` of the reply before it. A stream whose
+# client calls now and then (a node's heartbeat) is not polled: with thousands of them,
+# polling cost a third of the server's CPU and found nothing.
 _NEXT_MESSAGE_SPIN_SECS = 50e-6
+_HOT_GAP_SECS = 1e-3
+_HOT_HOLD_SECS = 0.05
+_WAITING = select.EPOLLIN | select.EPOLLRDHUP | select.EPOLLONESHOT
+_GREETING = select.EPOLLIN | select.EPOLLRDHUP | select.EPOLLET
 _swept = False  # whether this process has swept the socket directory
-
-# The server's side of a stream: the chunks of each reply, for each message read.
-StreamHandler = Callable[[Iterator[bytes], streams.Peer], Iterator[list]]
 
 
 class LocalServer:
-    """Listens on a server's Unix socket and runs each stream on a thread of its own."""
+    """Listens on a server's Unix socket and serves its streams (see the module doc)."""
 
-    def __init__(self, handler: StreamHandler, path: str):
+    def __init__(self, service: streams.SocketService, path: str):
         self.path = path
-        self._handler = handler
-        self._handshakes = threading.BoundedSemaphore(MAX_HANDSHAKES)
-        self._stopped = threading.Event()
-        self._pool = DaemonThreadPool(_MAX_STREAMS, thread_name_prefix="courier-local")
+        self._service = service
+        self._stopped = False
+        self._lock = threading.Lock()
+        self._streams: dict[int, _Stream] = {}  # fd -> every connection not yet closed
+        self._greeting: collections.OrderedDict[int, _Stream] = collections.OrderedDict()
+        self._threads = 1  # the accepting thread, and the stream threads
+        self._waiting_threads = 0
+        self._greeter = select.epoll()  # the listener and connections without their hello
+        self._served = select.epoll()  # streams waiting for their next message
+        # Written by stop(), for the accepting thread; and once the server and its last
+        # stream have ended, for the stream threads (level-triggered: every one sees it).
+        self._stop_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        self._end_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             if os.path.lexists(path):
@@ -51,15 +86,19 @@ class LocalServer:
             self._listener.bind(path)
             os.chmod(path, 0o600)
             self._listener.listen(_BACKLOG)
+            self._listener.setblocking(False)
         except BaseException:
-            self._listener.close()
+            self._close_fds()
             raise
         self._inode = os.stat(path).st_ino
-        self._thread = threading.Thread(target=self._accept, name="courier-local-accept",
-                                        daemon=True)
+        self._greeter.register(self._listener.fileno(), select.EPOLLIN)
+        self._greeter.register(self._stop_fd, select.EPOLLIN)
+        self._served.register(self._end_fd, select.EPOLLIN)
+        self._thread = threading.Thread(target=self._accept_and_greet,
+                                        name="courier-local-accept", daemon=True)
 
     @classmethod
-    def bind(cls, handler: StreamHandler, host: str, port: int,
+    def bind(cls, service: streams.SocketService, host: str, port: int,
              tls: TLS | None) -> LocalServer | None:
         """A listener for the server at host:port, or None where this host has no usable
         socket directory (the server is then reached through gRPC alone)."""
@@ -72,7 +111,7 @@ class LocalServer:
             local_sockets.sweep(directory)
         path = local_sockets.socket_path(directory, hosts.normalize(host), port, tls)
         try:
-            return cls(handler, path)
+            return cls(service, path)
         except OSError as e:
             logging.warning("Courier server on port %d has no local socket (%s); same-host "
                             "clients use gRPC", port, e)
@@ -82,127 +121,264 @@ class LocalServer:
         self._thread.start()
 
     def stop(self) -> None:
-        """Stops accepting (streams are ended by the server, through their peers)."""
-        self._stopped.set()
+        """Stops accepting and lets go of connections still without a hello. Open streams
+        go on until the server ends them (through their peers) or their clients do; the
+        stream threads end with the last of them."""
+        with self._lock:
+            if self._stopped:
+                return
+            self._stopped = True
+            ended = not self._streams
         try:
             if os.stat(self.path).st_ino == self._inode:  # not a newer server's socket
                 os.unlink(self.path)
         except OSError:
             pass
-        try:
-            self._listener.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread
-        except OSError:
-            pass
+        self._signal(self._stop_fd)
+        if ended:
+            self._signal(self._end_fd)
+
+    # ------------------------------------------------------------- the accepting thread
+
+    def _accept_and_greet(self) -> None:
+        while not self._stopped:
+            try:
+                events = self._greeter.poll(self._until_first_deadline())
+            except InterruptedError:
+                continue
+            for fd, _ in events:
+                if fd == self._listener.fileno():
+                    self._accept()
+                elif fd != self._stop_fd:
+                    stream = self._greeting.get(fd)
+                    if stream is not None:
+                        self._greet(stream)
+            self._let_go_of_silent(time.monotonic())
+        self._greeter.unregister(self._listener.fileno())
         self._listener.close()
-        self._pool.shutdown(wait=False)
+        for stream in list(self._greeting.values()):
+            self._close(stream)
+        self._thread_ends()
 
     def _accept(self) -> None:
-        while True:
+        for _ in range(_ACCEPTS_PER_WAKE):
             try:
                 connection, _ = self._listener.accept()
-            except OSError:
-                if self._stopped.is_set():
-                    return
-                # E.g. no file descriptor left (EMFILE): the backlog waits, and so do we,
-                # a moment, rather than spin.
-                self._stopped.wait(_ACCEPT_RETRY_SECS)
-                continue
-            if not self._handshakes.acquire(blocking=False):
-                connection.close()  # too many peers that have not said who they are
-                continue
-            try:
-                self._pool.submit(self._serve, connection)
-            except RuntimeError:  # stopped meanwhile: its pool is shut down
-                self._handshakes.release()
-                connection.close()
+            except BlockingIOError:
                 return
+            except OSError as e:
+                if e.errno in (errno.EMFILE, errno.ENFILE) and self._greeting:
+                    self._close(next(iter(self._greeting.values())))  # room for this one
+                    continue
+                # No descriptor, and no silent peer to let go: the backlog waits, and so
+                # does this thread, a moment, rather than spin.
+                time.sleep(_ACCEPT_RETRY_SECS)
+                return
+            if local_sockets.peer_uid(connection) != os.getuid():
+                connection.close()
+                continue
+            connection.setblocking(False)
+            stream = _Stream(connection, time.monotonic() + HANDSHAKE_SECS)
+            with self._lock:
+                self._streams[stream.fd] = stream
+            self._greeting[stream.fd] = stream
+            stream.epoll = self._greeter
+            self._greeter.register(stream.fd, _GREETING)
+            if len(self._greeting) > MAX_HANDSHAKES:
+                self._close(next(iter(self._greeting.values())))
 
-    def _serve(self, connection: socket.socket) -> None:
-        reader = records.Reader(connection, max_length=local_sockets.HELLO_MAX)
-        try:
+    def _greet(self, stream: _Stream) -> None:
+        """Hands a connection whose hello is whole to the stream threads; lets go of one
+        whose first record is no hello."""
+        verdict = local_sockets.peek_hello(stream.connection)
+        if verdict is None:
+            return  # its hello is still on its way
+        if not verdict:
+            self._close(stream)
+            return
+        del self._greeting[stream.fd]
+        self._greeter.unregister(stream.fd)
+        stream.connection.setblocking(True)
+        stream.epoll = self._served
+        self._served.register(stream.fd, _WAITING)
+        if self._waiting_threads == 0:
+            self._add_thread()
+
+    def _until_first_deadline(self) -> float:
+        """Seconds until the oldest greeting connection's hello is due (-1: none waits)."""
+        first = next(iter(self._greeting.values()), None)
+        return -1 if first is None else max(0.0, first.deadline - time.monotonic())
+
+    def _let_go_of_silent(self, now: float) -> None:
+        while self._greeting:
+            first = next(iter(self._greeting.values()))
+            if first.deadline > now:
+                return
+            self._close(first)
+
+    # ------------------------------------------------------------------ stream threads
+
+    def _add_thread(self) -> None:
+        """Adds a stream thread (lock not held), unless there are as many as allowed."""
+        with self._lock:
+            if self._threads > _MAX_THREADS:
+                return
+            self._threads += 1
+        threading.Thread(target=self._serve_streams, name="courier-local", daemon=True).start()
+
+    def _serve_streams(self) -> None:
+        """A stream thread: serves whichever stream the epoll hands it, until the server
+        has ended and its last stream with it, or until it has waited long for nothing
+        while another thread waits too."""
+        while True:
+            with self._lock:
+                if self._stopped and not self._streams:
+                    break
+                self._waiting_threads += 1
             try:
-                peer = self._greet(connection, reader)
-            finally:
-                self._handshakes.release()
-            if peer is not None:
-                self._run(connection, reader, peer)
-        except OSError:
-            pass  # the client went away
-        finally:
-            connection.close()
+                events = self._served.poll(_IDLE_THREAD_SECS, 1)
+            except InterruptedError:
+                events = []
+            with self._lock:
+                self._waiting_threads -= 1
+                if not events and self._waiting_threads:
+                    break  # idle for long, and not the last one waiting
+                stream = self._streams.get(events[0][0]) if events else None
+                more = stream is not None and self._waiting_threads == 0
+            if more:
+                self._add_thread()  # so that a next message never waits for a thread
+            if stream is not None:
+                self._serve(stream)
+                del stream
+        self._thread_ends()
 
-    def _greet(self, connection: socket.socket, reader: records.Reader) -> _LocalPeer | None:
-        """Reads the hello of a peer of this user within the handshake's time."""
-        if local_sockets.peer_uid(connection) != os.getuid():
-            return None
-        connection.settimeout(HANDSHAKE_SECS)
+    def _serve(self, stream: _Stream) -> None:
+        """Answers the stream's messages while they come; then hands it back to the epoll."""
         try:
-            kind, hello = reader.read()
-        except (EOFError, ValueError, TimeoutError):
-            return None
-        connection.settimeout(None)
-        reader.max_length = local_sockets.MAX_MESSAGE
-        reader.spin_secs = _NEXT_MESSAGE_SPIN_SECS
-        fields = local_sockets.parse_hello(hello) if kind == local_sockets.HELLO else None
-        return None if fields is None else _LocalPeer(connection, *fields)
-
-    def _run(self, connection: socket.socket, reader: records.Reader,
-             peer: _LocalPeer) -> None:
-        """Answers the hello and serves the stream; ends it with its status."""
-        try:
-            replies = self._handler(_requests(reader), peer)
-            records.send(connection, local_sockets.ANSWER, [peer.answer.encode()])
-            for reply in replies:
-                records.send(connection, local_sockets.MESSAGE, reply)
-            code, details = grpc.StatusCode.OK, ""
+            if stream.peer is not None:
+                ready = True  # the epoll said so
+            elif self._open(stream):
+                ready = stream.reader.ready(0)  # (the first message comes with the hello)
+            else:
+                return
+            while ready:
+                try:
+                    kind, message = stream.reader.read()
+                    stream.hot = time.perf_counter() - stream.replied < _HOT_GAP_SECS
+                except (EOFError, OSError):
+                    kind = None  # the client went away: the stream ends
+                except ValueError as e:
+                    raise streams.PeerAborted(grpc.StatusCode.INVALID_ARGUMENT,
+                                              f"courier: {e}") from None
+                if kind != local_sockets.MESSAGE:  # the client ended the stream
+                    self._finish(stream, grpc.StatusCode.OK, "")
+                    return
+                for reply in self._service.replies(stream.peer, message, stream.lane,
+                                                   stream.outbox):
+                    records.send(stream.connection, local_sockets.MESSAGE, reply)
+                del message  # not kept while the stream waits for its next one
+                stream.replied = time.perf_counter()
+                if stream.hot:
+                    ready = (stream.reader.ready(_NEXT_MESSAGE_SPIN_SECS)
+                             or stream.reader.wait())
+                else:
+                    ready = stream.reader.ready(0)
         except streams.PeerAborted as e:
-            code, details = e.code, e.details
-        except OSError:
-            raise  # the client went away
+            self._finish(stream, e.code, e.details)
+            return
+        except (OSError, EOFError, ValueError):  # the client went away, or its hello broke
+            self._close(stream)
+            return
         except Exception:  # noqa: BLE001 - a failure of ours: said to the client, not its text
             logging.exception("Courier local stream failed")
-            code, details = grpc.StatusCode.INTERNAL, "courier: the server failed (see its log)"
-        records.send(connection, local_sockets.STATUS, [local_sockets.status(code, details)])
-
-
-def _requests(reader: records.Reader) -> Iterator[bytes | memoryview]:
-    """A stream's messages, until the client ends it; a record the stream cannot hold ends
-    it as a malformed message does (INVALID_ARGUMENT)."""
-    while True:
-        try:
-            kind, message = reader.read()
-        except (EOFError, OSError):
+            self._finish(stream, grpc.StatusCode.INTERNAL,
+                         "courier: the server failed (see its log)")
             return
-        except ValueError as e:
-            raise streams.PeerAborted(grpc.StatusCode.INVALID_ARGUMENT, f"courier: {e}") from None
-        if kind != local_sockets.MESSAGE:
-            return
-        yield message
+        self._wait_for_next(stream)
 
+    def _open(self, stream: _Stream) -> bool:
+        """Reads the hello (whole by now), admits the stream and answers; False if the
+        stream ended instead (its hello broken, or its token refused)."""
+        kind, hello = stream.reader.read()
+        fields = local_sockets.parse_hello(hello) if kind == local_sockets.HELLO else None
+        if fields is None:
+            self._close(stream)
+            return False
+        peer = local_sockets.LocalPeer(stream.connection, *fields)
+        stream.lane = self._service.admit(peer)  # (PeerAborted if refused: nothing attached)
+        stream.peer = peer
+        self._service.attach(peer)
+        stream.reader.max_length = local_sockets.MAX_MESSAGE
+        stream.reader.hold(_HOT_HOLD_SECS)
+        records.send(stream.connection, local_sockets.ANSWER, [peer.answer.encode()])
+        return True
 
-class _LocalPeer:
-    """The server's view of one local stream (streams.Peer)."""
+    def _wait_for_next(self, stream: _Stream) -> None:
+        """Hands an idle stream back to the epoll until its next message comes. (No lock:
+        a stream is closed only by the thread that serves it, and a system call under the
+        lock would make the other threads wait for it.)"""
+        stream.reader.release()
+        self._served.modify(stream.fd, _WAITING)
 
-    def __init__(self, connection: socket.socket, token: str, probe: str):
-        self.token = token
-        self.answer = ""  # this process's probe, once the client's lane is accepted
-        self._connection = connection
-        self._probe = probe
-
-    def accept_shared_memory(self) -> shared_memory.Lane | None:
-        if not self._probe or not shared_memory.enabled():
-            return None
-        peer = shared_memory.verify_probe(self._probe)
-        if peer is None:
-            return None
-        self.answer = shared_memory.local_probe() or ""
-        return shared_memory.Lane(peer)
-
-    def abort(self, code: grpc.StatusCode, details: str) -> NoReturn:
-        raise streams.PeerAborted(code, details)
-
-    def cancel(self) -> None:
+    def _finish(self, stream: _Stream, code: grpc.StatusCode, details: str) -> None:
+        """Ends a stream with its status, which the client reads as its end."""
         try:
-            self._connection.shutdown(socket.SHUT_RDWR)
+            records.send(stream.connection, local_sockets.STATUS,
+                         [local_sockets.status(code, details)])
         except OSError:
-            pass
+            pass  # the client went away
+        self._close(stream)
+
+    # ------------------------------------------------------------------ either thread
+
+    def _close(self, stream: _Stream) -> None:
+        """Closes a connection: one greeting on the accepting thread, any other on the
+        thread serving it (so never twice at once)."""
+        if stream.epoll is self._greeter:
+            del self._greeting[stream.fd]
+        stream.epoll.unregister(stream.fd)
+        with self._lock:
+            del self._streams[stream.fd]
+            last = self._stopped and not self._streams
+        if stream.peer is not None:
+            self._service.end_stream(stream.peer, stream.lane)
+        stream.connection.close()
+        if last:
+            self._signal(self._end_fd)  # the stream threads end with the last stream
+
+    def _thread_ends(self) -> None:
+        with self._lock:
+            self._threads -= 1
+            last = self._threads == 0
+        if last:
+            self._close_fds()
+
+    def _signal(self, eventfd: int) -> None:
+        with self._lock:  # (never a closed descriptor, whose number may be another's now)
+            if self._stop_fd >= 0:
+                os.eventfd_write(eventfd, 1)
+
+    def _close_fds(self) -> None:
+        self._listener.close()
+        self._greeter.close()
+        self._served.close()
+        with self._lock:
+            os.close(self._stop_fd)
+            os.close(self._end_fd)
+            self._stop_fd = self._end_fd = -1
+
+
+class _Stream:
+    """One connection to the server: greeting, being served, or waiting for a message."""
+
+    def __init__(self, connection: socket.socket, deadline: float):
+        self.connection = connection
+        self.fd = connection.fileno()
+        self.deadline = deadline  # for its hello
+        self.epoll: select.epoll | None = None  # the one it is registered with
+        self.reader = records.Reader(connection, max_length=local_sockets.HELLO_MAX)
+        self.peer: local_sockets.LocalPeer | None = None  # once admitted
+        self.lane: shared_memory.Lane | None = None
+        self.outbox: queue.SimpleQueue = queue.SimpleQueue()
+        self.replied = 0.0  # when the last reply was sent (perf_counter)
+        self.hot = True  # whether its next message is likely to come within a poll

@@ -18,8 +18,8 @@ accepts it) nor a process of another user (the directory's mode; and each end ch
 peer's uid with SO_PEERCRED before anything else) gets in.
 
 A stream opens with the client's hello, `LPC1`, its token and its shared-memory probe,
-sent with its first message. The server reads only the hello (within 5 s, at most 64
-connections at once: local_server.py; a peer that connects and says nothing is let go, and
+sent with its first message. The server looks only at the hello (within 5 s, with no
+thread held meanwhile: local_server.py; a peer that connects and says nothing is let go, and
 costs nothing after), checks the token, answers with its own probe (or ends the stream as
 refused), and only then reads messages. The server ends a stream with a status record
 (a gRPC status code and its details), so calls fail here as they would over gRPC.
@@ -33,11 +33,12 @@ import socket
 import stat
 import struct
 import time
+from typing import NoReturn
 
 import grpc
 from absl import logging
 
-from launchpad.courier import hosts
+from launchpad.courier import hosts, records, shared_memory, streams
 from launchpad.courier.tls import TLS, tls_tag
 
 MAGIC = b"LPC1"
@@ -137,6 +138,23 @@ def parse_hello(hello: bytes) -> tuple[str, str] | None:
         return None
 
 
+def peek_hello(sock: socket.socket) -> bool | None:
+    """Looks at a connection's first record without taking it: True if it is a whole
+    hello, None if it is still on its way, False if it is no hello (or the peer closed)."""
+    try:
+        data = sock.recv(records.HEADER_SIZE + HELLO_MAX, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+    except BlockingIOError:
+        return None
+    except OSError:
+        return False
+    if len(data) < records.HEADER_SIZE:
+        return None if data else False
+    kind, length = records.header(data)
+    if kind != HELLO or length > HELLO_MAX:
+        return False
+    return True if len(data) >= records.HEADER_SIZE + length else None
+
+
 def hello(token: str, probe: str) -> bytes:
     parts = [MAGIC]
     for field in (token.encode(), probe.encode()):
@@ -154,3 +172,31 @@ _CODES = {code.value[0]: code for code in grpc.StatusCode}
 def status_of(body: bytes) -> tuple[grpc.StatusCode, str]:
     """The code and details of a status record's bytes."""
     return _CODES.get(body[0], grpc.StatusCode.UNKNOWN), body[1:].decode(errors="replace")
+
+
+class LocalPeer:
+    """The server's view of one local stream (streams.Peer)."""
+
+    def __init__(self, connection: socket.socket, token: str, probe: str):
+        self.token = token
+        self.answer = ""  # this process's probe, once the client's lane is accepted
+        self._connection = connection
+        self._probe = probe
+
+    def accept_shared_memory(self) -> shared_memory.Lane | None:
+        if not self._probe or not shared_memory.enabled():
+            return None
+        peer = shared_memory.verify_probe(self._probe)
+        if peer is None:
+            return None
+        self.answer = shared_memory.local_probe() or ""
+        return shared_memory.Lane(peer)
+
+    def abort(self, code: grpc.StatusCode, details: str) -> NoReturn:
+        raise streams.PeerAborted(code, details)
+
+    def cancel(self) -> None:
+        try:
+            self._connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass

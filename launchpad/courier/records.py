@@ -35,6 +35,12 @@ _spinning: list = []  # the thread of this process spinning, if any
 _MAX_PIECES = 512
 
 
+def header(data: bytes) -> tuple[int, int]:
+    """The kind and length of the record whose header begins `data` (HEADER_SIZE bytes or
+    more)."""
+    return _HEADER.unpack_from(data)
+
+
 def send(sock: socket.socket, kind: int, chunks: list) -> None:
     """Sends one record of `kind` holding `chunks` (bytes-like) back to back.
 
@@ -67,16 +73,21 @@ def send_records(sock: socket.socket, kinds_and_chunks: list[tuple[int, list]]) 
 
 class Reader:
     """Reads records from one socket (one thread at a time); `max_length` bounds a record
-    (raise it once the peer is known), `spin_secs` is how long it polls before it blocks."""
+    (raise it once the peer is known), `spin_secs` is how long it polls before it blocks.
+
+    Its receive buffer exists only while a record is on its way or bytes wait in it
+    (`release`): a server parks thousands of idle streams, and each would hold 64 KiB.
+    """
 
     def __init__(self, sock: socket.socket, max_length: int):
         self._sock = sock
         self.max_length = max_length
         self.spin_secs = 0.0
-        self._buffer = bytearray(_BUFFER)
-        self._view = memoryview(self._buffer)
+        self._view: memoryview | None = None
         self._start = 0
         self._end = 0
+        self._eof = False  # seen by `ready`: the next read raises EOFError
+        self._held = False  # a receive may time out (`hold`): then it is made again
 
     def read(self) -> tuple[int, bytes | memoryview]:
         """The next record's kind and bytes.
@@ -101,28 +112,89 @@ class Reader:
             return kind, body
         return kind, self._read_large(length)
 
-    def _fill(self) -> None:
-        """Receives more bytes, first moving what is left to the buffer's front."""
-        if self._start:
+    def ready(self, spin_secs: float) -> bool:
+        """Whether a read would start without waiting: bytes are buffered, or arrive
+        within `spin_secs` (if no other thread of this process polls meanwhile), or the
+        peer has closed. False may be wrong (the caller then waits for the socket to be
+        readable); True never is. Raises OSError if the connection failed."""
+        if self._end > self._start or self._eof:
+            return True
+        received = self._spin(self._free_space(), spin_secs)
+        if received is None:
+            return False
+        self._eof = not received
+        self._end += received
+        return True
+
+    def hold(self, secs: float) -> None:
+        """Makes `wait` wait at most `secs` (the socket's kernel receive timeout: one
+        system call per wait, not a poll and a receive). A record under way is still read
+        whole, however long its parts take."""
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO,
+                              struct.pack("ll", int(secs), int(secs % 1 * 1e6)))
+        self._held = True
+
+    def wait(self) -> bool:
+        """Whether a read would start without waiting, after waiting for bytes as long as
+        `hold` said (blocking this thread, not polling). Raises OSError if the connection
+        failed."""
+        if self._end > self._start or self._eof:
+            return True
+        try:
+            received = self._sock.recv_into(self._free_space())
+        except BlockingIOError:
+            return False
+        self._eof = not received
+        self._end += received
+        return True
+
+    def release(self) -> None:
+        """Lets go of the receive buffer if no byte waits in it (it is made again when
+        bytes come)."""
+        if self._end == self._start:
+            self._view = None
+            self._start = self._end = 0
+
+    def _free_space(self) -> memoryview:
+        """The free end of the receive buffer, made if released, what is left of earlier
+        bytes first moved to its front."""
+        if self._view is None:
+            self._view = memoryview(bytearray(_BUFFER))
+        elif self._start:
             left = self._end - self._start
             self._view[:left] = self._view[self._start:self._end]
             self._start, self._end = 0, left
-        into = self._view[self._end:]
-        received = self._spin(into) if self.spin_secs else None
+        return self._view[self._end:]
+
+    def _fill(self) -> None:
+        """Receives more bytes into the buffer."""
+        if self._eof:
+            raise EOFError("the peer closed the connection")
+        into = self._free_space()
+        received = self._spin(into, self.spin_secs) if self.spin_secs else None
         if received is None:
-            received = self._sock.recv_into(into)
+            received = self._receive(into)
         if not received:
             raise EOFError("the peer closed the connection")
         self._end += received
 
-    def _spin(self, into: memoryview) -> int | None:
-        """Receives what arrives within `spin_secs` without sleeping, if no other thread of
+    def _receive(self, into: memoryview) -> int:
+        """Receives into `into`, waiting as long as it takes."""
+        while True:
+            try:
+                return self._sock.recv_into(into)
+            except BlockingIOError:
+                if not self._held:
+                    raise
+
+    def _spin(self, into: memoryview, secs: float) -> int | None:
+        """Receives what arrives within `secs` without sleeping, if no other thread of
         this process spins; None if nothing came (the caller then blocks)."""
-        if _spinning:
+        if _spinning or secs <= 0:
             return None
         _spinning.append(None)  # (list appends and pops are atomic: no lock on the hot path)
         try:
-            deadline = time.perf_counter() + self.spin_secs
+            deadline = time.perf_counter() + secs
             while True:
                 try:
                     return self._sock.recv_into(into, 0, socket.MSG_DONTWAIT)
@@ -139,7 +211,7 @@ class Reader:
         view[:got] = self._view[self._start:self._start + got]
         self._start += got
         while got < length:
-            received = self._sock.recv_into(view[got:])
+            received = self._receive(view[got:])
             if not received:
                 raise EOFError("the peer closed the connection inside a record")
             got += received

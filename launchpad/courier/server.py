@@ -1,6 +1,8 @@
 """The courier server: serves every public method of one Python object over gRPC.
 
-Each client stream is served by its own gRPC thread, which runs the calls it reads itself::
+A stream's messages are answered one at a time, each by the thread that read it (a gRPC
+stream's own thread; for the local socket, whichever stream thread its epoll woke, see
+local_server.py), which runs the calls it reads itself (`replies`)::
 
     read a message -> run all its calls but the last on workers -> run the last one here
                    -> yield the replies (coalesced) -> read the next message
@@ -50,7 +52,6 @@ from launchpad.courier.threads import DaemonThreadPool
 from launchpad.courier.tls import TLS
 
 LIST_METHODS = "__list_methods__"
-_MAX_WORKERS = 4096
 # After its streams are cancelled, how long stop() waits for their threads to let go of what
 # they hold (shared memory); a thread still running a call past the grace lets go when it ends.
 _STREAMS_END_SECS = 1.0
@@ -133,9 +134,11 @@ class Server:
         # Handlers run in the context of the thread that started the server, so code served by
         # a node sees that node's context (who am I, my program) on every handler thread.
         self._context = contextvars.copy_context()
-        # Runs the calls of a message but its last; calls running at once are bounded by
-        # _call_slots, not by the number of workers.
-        self._workers = DaemonThreadPool(_MAX_WORKERS, thread_name_prefix="courier-worker")
+        # Runs the calls of a message but its last: no more threads than calls may run at
+        # once (each takes a call slot), so a message of thousands of calls (a burst of
+        # futures) waits in the pool's queue, not in thousands of threads.
+        self._workers = DaemonThreadPool(self._call_slots.qsize(),
+                                         thread_name_prefix="courier-worker")
         self._endpoints = transport.Endpoints(self, self._stream, self._host, self._port,
                                               self._tls)
         host = f"[{self._host}]" if ":" in self._host else self._host
@@ -209,26 +212,28 @@ class Server:
             token.encode("utf-8", "surrogatepass"), self._token.encode("utf-8", "surrogatepass"))
 
     def _stream(self, requests: Iterator[bytes], peer: streams.Peer) -> Iterator[list]:
-        """A stream of a socket transport (gRPC or local): refused before anything of it is
-        read unless its token is right."""
+        """A gRPC stream: refused before anything of it is read unless its token is right;
+        then a generator of the chunks of each reply, for each message read."""
+        return self._serve_stream(requests, peer, self.admit(peer))
+
+    def admit(self, peer: streams.Peer) -> shared_memory.Lane | None:
+        """Checks a socket stream's token before anything of it is read (the stream is
+        aborted if it is wrong); returns the stream's shared-memory lane, if it has one."""
         if not self.admits(peer.token):
             peer.abort(grpc.StatusCode.PERMISSION_DENIED, streams.REFUSED_DETAILS)
-        return self._serve_stream(requests, peer, peer.accept_shared_memory())
+        return peer.accept_shared_memory()
 
     def _serve_stream(self, requests: Iterator[bytes], peer: streams.Peer,
                       lane: shared_memory.Lane | None) -> Iterator[list]:
-        """Serves one stream of a socket transport: yields the chunks of each reply."""
+        """Serves one gRPC stream: yields the chunks of each reply."""
         outbox: queue.SimpleQueue = queue.SimpleQueue()
         self.attach(peer)
         try:
             for message in requests:
-                self._set_waiting(peer, False)
-                for reply, _ in self._answer(peer, message, lane, outbox, run_last_here=True):
-                    yield reply
+                yield from self.replies(peer, message, lane, outbox)
                 # Not kept while the stream waits for its next message: a large argument
                 # would stay in memory as long as the client stays idle.
                 del message
-                self._set_waiting(peer, True)  # the transport has sent the last reply
         except grpc.RpcError as e:
             # The client went away or the server is stopping. grpc keeps the error in the
             # stream's state, which its traceback's frames hold in turn: a cycle that would
@@ -236,9 +241,25 @@ class Server:
             e.__traceback__ = None
             return
         finally:
-            if lane is not None:
-                lane.close()
-            self.detach(peer)
+            self.end_stream(peer, lane)
+
+    def replies(self, peer: streams.Peer, message: bytes | memoryview,
+                lane: shared_memory.Lane | None,
+                outbox: queue.SimpleQueue) -> Iterator[list]:
+        """The chunks of each reply to one message of a socket stream (gRPC or local). The
+        stream waits for its next message again once its transport, having sent the last
+        reply, asks for more."""
+        self._set_waiting(peer, False)
+        for reply, _ in self._answer(peer, message, lane, outbox, run_last_here=True):
+            yield reply
+        del message
+        self._set_waiting(peer, True)
+
+    def end_stream(self, peer: streams.Peer, lane: shared_memory.Lane | None) -> None:
+        """Forgets a socket stream that ended, and lets go of its lane."""
+        if lane is not None:
+            lane.close()
+        self.detach(peer)
 
     def serving(self) -> bool:  # in_process.Target: False once stop() has begun
         return not self._stopped.is_set()

@@ -13,6 +13,8 @@ map the end of a stream to one courier error in one place (`error_for_broken_str
 
 from __future__ import annotations
 
+import queue
+from collections.abc import Iterator
 from typing import NoReturn, Protocol
 
 import grpc
@@ -114,3 +116,18 @@ def error_for_broken_stream(error: StreamBroken, address: str) -> errors.Courier
         return errors.ServerUnavailableError(f"Courier server at {address} closed the connection")
     return errors.ServerUnavailableError(
         f"Courier server at {address} is unreachable or went away before answering ({error})")
+
+
+class SocketService(Protocol):
+    """What a server offers the streams of a socket transport, one message at a time
+    (server.py implements it; local_server.py and gRPC's handler use it)."""
+
+    def admit(self, peer: Peer) -> shared_memory.Lane | None: ...
+
+    def attach(self, peer: Peer) -> None: ...
+
+    def replies(self, peer: Peer, message: bytes | memoryview,
+                lane: shared_memory.Lane | None,
+                outbox: queue.SimpleQueue) -> Iterator[list]: ...
+
+    def end_stream(self, peer: Peer, lane: shared_memory.Lane | None) -> None: ...

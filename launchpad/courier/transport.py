@@ -15,10 +15,10 @@ debugging and for comparison.
 from __future__ import annotations
 
 import os
+from typing import Protocol
 
-from launchpad.courier import grpc_transport, in_process, streams
+from launchpad.courier import grpc_transport, in_process, local_server, streams
 from launchpad.courier.local_client import LocalChannel
-from launchpad.courier.local_server import LocalServer
 from launchpad.courier.tls import TLS
 
 ENV_TRANSPORT = "LAUNCHPAD_COURIER_TRANSPORT"
@@ -75,6 +75,10 @@ def faster(channel: streams.Channel, address: str, tls: TLS | None,
     return found
 
 
+class Served(in_process.Target, streams.SocketService, Protocol):
+    """What a server offers each transport's streams (server.py implements it)."""
+
+
 class Endpoints:
     """One server's listeners on every transport, bound together to one port.
 
@@ -83,13 +87,13 @@ class Endpoints:
     through gRPC finds the faster ways too.
     """
 
-    def __init__(self, target: in_process.Target, handler: grpc_transport.StreamHandler,
+    def __init__(self, target: Served, handler: grpc_transport.StreamHandler,
                  host: str, port: int, tls: TLS | None):
         self._grpc = grpc_transport.bind_server(handler, host, port, tls)
         self.port = self._grpc.port
         self._host = host
         self._target = target
-        self._local = LocalServer.bind(handler, host, self.port, tls)
+        self._local = local_server.LocalServer.bind(target, host, self.port, tls)
         if self._local is not None:
             self._local.start()
         in_process.register(host, self.port, tls, target)

@@ -1,0 +1,161 @@
+"""The local socket's server: streams on few threads, hellos looked at as they come.
+
+A stream holds a server thread only while one of its messages is answered (local_server.py):
+hundreds of open streams leave the server a handful of threads, a burst of new streams is
+served whole, a hello may come in parts, and a peer that says nothing is let go in time.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import textwrap
+import threading
+
+import pytest
+
+from launchpad import courier
+from launchpad.courier import local_server, local_sockets, records, transport
+from tests.courier.children import child_server
+from tests.courier.conftest import TOKEN
+
+pytestmark = pytest.mark.timeout(120)
+
+STREAMS = 400
+
+_SERVER = textwrap.dedent("""
+    import sys
+    from launchpad import courier
+
+    class Service:
+        def echo(self, value):
+            return value
+
+    server = courier.Server(Service(), token=sys.argv[1])
+    server.start()
+    print(server.port, flush=True)
+    sys.stdin.read()
+    server.stop()
+""")
+
+
+@pytest.fixture
+def child(monkeypatch):
+    """A server in another process, reached over its local socket; yields (pid, address)."""
+    monkeypatch.setenv(transport.ENV_TRANSPORT, "local")
+    with child_server([sys.executable, "-c", _SERVER, TOKEN]) as (pid, port):
+        yield pid, f"127.0.0.1:{port}"
+
+
+def _threads_of(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/task"))
+
+
+def test_hundreds_of_open_streams_leave_the_server_a_few_threads(child):
+    pid, address = child
+    clients = [courier.Client(address, token=TOKEN) for _ in range(STREAMS)]
+    try:
+        for i, client in enumerate(clients):
+            assert client.echo(i) == i
+        assert clients[0].transport == "local"
+        # A thread per stream would be STREAMS threads and more.
+        assert _threads_of(pid) < 40
+        for i, client in enumerate(clients):  # every idle stream still answers
+            assert client.echo(-i) == -i
+        assert _threads_of(pid) < 40
+    finally:
+        for client in clients:
+            client.close()
+
+
+def test_a_burst_of_new_streams_is_served_whole(child):
+    _, address = child
+    start = threading.Barrier(STREAMS)
+    answers: list = [None] * STREAMS
+
+    def call(i: int) -> None:
+        client = courier.Client(address, token=TOKEN)
+        try:
+            start.wait(timeout=60)
+            answers[i] = client.echo(i)
+        except Exception as e:  # noqa: BLE001 - the test names what failed
+            answers[i] = e
+        finally:
+            client.close()
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(STREAMS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=90)
+    failed = [answer for i, answer in enumerate(answers) if answer != i]
+    assert not failed, f"{len(failed)} of {STREAMS} calls failed, e.g. {failed[0]!r}"
+
+
+# ---------------------------------------------------------------------------- hellos
+
+
+def _connect(server: courier.Server) -> socket.socket:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(30)
+    sock.connect(local_sockets.socket_path(local_sockets.socket_dir(), "127.0.0.1",
+                                           server.port, None))
+    return sock
+
+
+def _hello_record() -> bytes:
+    body = local_sockets.hello(TOKEN, "")
+    return bytes([local_sockets.HELLO]) + len(body).to_bytes(8, "little") + body
+
+
+def test_a_hello_that_comes_in_parts_is_answered(serve, service):
+    server = serve(service, token=TOKEN)
+    record = _hello_record()
+    with _connect(server) as sock:
+        for part in (record[:3], record[3:12], record[12:]):
+            sock.sendall(part)
+        kind, _ = records.Reader(sock, max_length=local_sockets.HELLO_MAX).read()
+    assert kind == local_sockets.ANSWER
+
+
+@pytest.mark.parametrize("sent", ["nothing", "half a hello", "no hello"])
+def test_a_peer_without_a_whole_hello_is_let_go_after_the_handshake_time(
+        serve, service, monkeypatch, sent):
+    monkeypatch.setattr(local_server, "HANDSHAKE_SECS", 0.5)
+    server = serve(service, token=TOKEN)
+    record = _hello_record()
+    with _connect(server) as sock:
+        if sent == "half a hello":
+            sock.sendall(record[:len(record) // 2])
+        elif sent == "no hello":
+            sock.sendall(bytes([local_sockets.MESSAGE]) + record[1:])
+        try:  # the socket's timeout: 30 s
+            closed = sock.recv(1) == b""
+        except ConnectionResetError:  # (closed with bytes unread)
+            closed = True
+        assert closed
+    monkeypatch.undo()  # (a client's first stream may wait longer than 0.5 s for a call)
+    client = courier.Client(server.address, token=TOKEN, transport="local")
+    try:
+        assert client.identity(1) == 1  # and it serves on
+    finally:
+        client.close()
+
+
+def test_stopping_a_server_ends_its_stream_threads(serve, service):
+    server = serve(service, token=TOKEN)
+    clients = [courier.Client(server.address, token=TOKEN, transport="local")
+               for _ in range(20)]
+    try:
+        for client in clients:
+            assert client.identity(1) == 1
+        threads = [t for t in threading.enumerate() if t.name.startswith("courier-local")]
+        assert threads
+        server.stop()
+        for thread in threads:
+            thread.join(timeout=10)
+        assert not [t.name for t in threads if t.is_alive()]
+    finally:
+        for client in clients:
+            client.close()
