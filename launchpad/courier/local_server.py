@@ -93,6 +93,8 @@ class LocalServer:
         self._inode = os.stat(path).st_ino
         self._greeter.register(self._listener.fileno(), select.EPOLLIN)
         self._greeter.register(self._stop_fd, select.EPOLLIN)
+        self._stop_signal = select.poll()  # stop() alone, for the accepting thread's waits
+        self._stop_signal.register(self._stop_fd, select.POLLIN)
         self._served.register(self._end_fd, select.EPOLLIN)
         self._thread = threading.Thread(target=self._accept_and_greet,
                                         name="courier-local-accept", daemon=True)
@@ -171,8 +173,8 @@ class LocalServer:
                     self._close(next(iter(self._greeting.values())))  # room for this one
                     continue
                 # No descriptor, and no silent peer to let go: the backlog waits, and so
-                # does this thread, a moment, rather than spin.
-                time.sleep(_ACCEPT_RETRY_SECS)
+                # does this thread, a moment (or until stop), rather than spin.
+                self._stop_signal.poll(_ACCEPT_RETRY_SECS * 1000)
                 return
             if local_sockets.peer_uid(connection) != os.getuid():
                 connection.close()

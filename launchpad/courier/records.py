@@ -119,12 +119,7 @@ class Reader:
         readable); True never is. Raises OSError if the connection failed."""
         if self._end > self._start or self._eof:
             return True
-        received = self._spin(self._free_space(), spin_secs)
-        if received is None:
-            return False
-        self._eof = not received
-        self._end += received
-        return True
+        return self._took(self._spin(self._free_space(), spin_secs))
 
     def hold(self, secs: float) -> None:
         """Makes `wait` wait at most `secs` (the socket's kernel receive timeout: one
@@ -141,8 +136,13 @@ class Reader:
         if self._end > self._start or self._eof:
             return True
         try:
-            received = self._sock.recv_into(self._free_space())
+            return self._took(self._sock.recv_into(self._free_space()))
         except BlockingIOError:
+            return False
+
+    def _took(self, received: int | None) -> bool:
+        """Counts bytes received ahead of a read (0: the peer closed); False if none was."""
+        if received is None:
             return False
         self._eof = not received
         self._end += received
@@ -171,7 +171,7 @@ class Reader:
         if self._eof:
             raise EOFError("the peer closed the connection")
         into = self._free_space()
-        received = self._spin(into, self.spin_secs) if self.spin_secs else None
+        received = self._spin(into, self.spin_secs)
         if received is None:
             received = self._receive(into)
         if not received:

@@ -9,10 +9,31 @@ from __future__ import annotations
 import contextlib
 import select
 import subprocess
+import textwrap
 from collections.abc import Iterator, Sequence
 from typing import IO
 
 PORT_TIMEOUT_SECS = 30.0
+
+# A child serving `ping` and `identity`, with the token of its first argument (for
+# child_server: `[sys.executable, "-c", ECHO_SERVER, token]`).
+ECHO_SERVER = textwrap.dedent("""
+    import sys
+    from launchpad import courier
+
+    class Echo:
+        def ping(self):
+            return "pong"
+
+        def identity(self, value):
+            return value
+
+    server = courier.Server(Echo(), token=sys.argv[1])
+    server.start()
+    print(server.port, flush=True)
+    sys.stdin.read()
+    server.stop()
+""")
 
 
 @contextlib.contextmanager

@@ -10,41 +10,24 @@ from __future__ import annotations
 import os
 import socket
 import sys
-import textwrap
 import threading
 
 import pytest
 
 from launchpad import courier
 from launchpad.courier import local_server, local_sockets, records, transport
-from tests.courier.children import child_server
+from tests.courier.children import ECHO_SERVER, child_server
 from tests.courier.conftest import TOKEN
 
 pytestmark = pytest.mark.timeout(120)
 
 STREAMS = 400
 
-_SERVER = textwrap.dedent("""
-    import sys
-    from launchpad import courier
-
-    class Service:
-        def echo(self, value):
-            return value
-
-    server = courier.Server(Service(), token=sys.argv[1])
-    server.start()
-    print(server.port, flush=True)
-    sys.stdin.read()
-    server.stop()
-""")
-
-
 @pytest.fixture
 def child(monkeypatch):
     """A server in another process, reached over its local socket; yields (pid, address)."""
     monkeypatch.setenv(transport.ENV_TRANSPORT, "local")
-    with child_server([sys.executable, "-c", _SERVER, TOKEN]) as (pid, port):
+    with child_server([sys.executable, "-c", ECHO_SERVER, TOKEN]) as (pid, port):
         yield pid, f"127.0.0.1:{port}"
 
 
@@ -57,12 +40,12 @@ def test_hundreds_of_open_streams_leave_the_server_a_few_threads(child):
     clients = [courier.Client(address, token=TOKEN) for _ in range(STREAMS)]
     try:
         for i, client in enumerate(clients):
-            assert client.echo(i) == i
+            assert client.identity(i) == i
         assert clients[0].transport == "local"
         # A thread per stream would be STREAMS threads and more.
         assert _threads_of(pid) < 40
         for i, client in enumerate(clients):  # every idle stream still answers
-            assert client.echo(-i) == -i
+            assert client.identity(-i) == -i
         assert _threads_of(pid) < 40
     finally:
         for client in clients:
@@ -78,7 +61,7 @@ def test_a_burst_of_new_streams_is_served_whole(child):
         client = courier.Client(address, token=TOKEN)
         try:
             start.wait(timeout=60)
-            answers[i] = client.echo(i)
+            answers[i] = client.identity(i)
         except Exception as e:  # noqa: BLE001 - the test names what failed
             answers[i] = e
         finally:

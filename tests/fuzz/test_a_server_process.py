@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import os
 import sys
-import textwrap
 
 import grpc
 import pytest
 
 from launchpad import courier
 from launchpad.courier import local_sockets, serialization, shared_memory, streams, transport
-from tests.courier.children import child_server
+from tests.courier.children import ECHO_SERVER, child_server
 from tests.courier.conftest import TOKEN
 from tests.fuzz import wire
 from tests.fuzz.test_streams import converse, exchange_within
@@ -26,29 +25,10 @@ from tests.fuzz.test_streams import converse, exchange_within
 pytestmark = [pytest.mark.timeout(120),
               pytest.mark.skipif(local_sockets.socket_dir() is None, reason="no local socket")]
 
-_SERVER = textwrap.dedent("""
-    import sys
-    from launchpad import courier
-
-    class Echo:
-        def ping(self):
-            return "pong"
-
-        def identity(self, value):
-            return value
-
-    server = courier.Server(Echo(), token=sys.argv[1])
-    server.start()
-    print(server.port, flush=True)
-    sys.stdin.read()
-    server.stop()
-""")
-
-
 @pytest.fixture(scope="module")
 def child():
     """(pid, address) of a courier server in a child process, for the module's tests."""
-    with child_server([sys.executable, "-c", _SERVER, TOKEN]) as (pid, port):
+    with child_server([sys.executable, "-c", ECHO_SERVER, TOKEN]) as (pid, port):
         yield pid, f"127.0.0.1:{port}"
 
 
