@@ -9,8 +9,12 @@ each node sends its own `heartbeat` and `report`, and a connection is shared by
 PER_CONNECTION nodes (a real node has its own; thousands of connections would measure this
 process's threads more than the controller). With AGENT_NODES = K, nodes go by simulated
 host agents of K nodes, each with its connection, sending one `reports` call of its K
-nodes per period (their heartbeats too), as launch/host_agent.py does. Prints one JSON
-line: the latencies (ms) of register and resolve, and how many calls failed.
+nodes per period (their heartbeats too), as launch/host_agent.py does. As a runner's and
+an agent's loops do, a sender has at most one call of each kind in flight: one that falls
+due before the last is answered is sent a period later, and counted `late` (without this
+bound, an overloaded controller would see calls pile up that no real node sends). Prints
+one JSON line: the latencies (ms) of register and resolve, how many calls failed, and how
+many were late.
 """
 
 from __future__ import annotations
@@ -31,23 +35,37 @@ RESOLVE_EVERY_SECS = 60.0
 TICK_SECS = 0.05
 
 
-class _Latencies:
+class _Senders:
+    """The simulated senders' calls: their latencies, failures, lateness and those in flight."""
+
     def __init__(self):
         self.lock = threading.Lock()
         self.values: dict[str, list[float]] = {"register": [], "resolve": []}
         self.errors = 0
         self.first_error = ""
-        self.in_flight: set = set()
+        self.late = 0
+        self.in_flight: dict = {}  # future -> (method, sender)
+        self._busy: set = set()  # (method, sender) of the calls in flight
 
-    def timed(self, kind: str | None, future) -> None:
-        started = time.perf_counter()
-
+    def send(self, client: Client, method: str, sender: int, *args,
+             timed: str | None = None) -> None:
+        """Submits `method` for `sender`, unless its last one is unanswered (then late)."""
+        key = (method, sender)
         with self.lock:
-            self.in_flight.add(future)
+            if key in self._busy:
+                self.late += 1
+                return
+            self._busy.add(key)
+        self.timed(timed, client.submit(method, *args), key)
+
+    def timed(self, kind: str | None, future, key: tuple = ()) -> None:
+        started = time.perf_counter()
+        with self.lock:
+            self.in_flight[future] = key
 
         def done(f) -> None:
             with self.lock:
-                self.in_flight.discard(f)
+                self._busy.discard(self.in_flight.pop(f, None))
                 if f.exception() is not None:
                     self.errors += 1
                     self.first_error = self.first_error or repr(f.exception())[:300]
@@ -62,13 +80,13 @@ def main(address: str, token: str, first: int, end: int, per_connection: int,
     clients = [Client(address, token=token) for _ in range(first, end, per_connection)]
     for client in clients:
         client.call("hello", control.PROTOCOL_VERSION)
-    latencies = _Latencies()
+    senders = _Senders()
     nodes = list(range(first, end))
     client_of = {i: clients[(i - first) // per_connection] for i in nodes}
     pending = []
     for i in nodes:
         future = client_of[i].submit("register", "node", i, "", f"10.0.0.1:{i}", "sim")
-        latencies.timed("register", future)
+        senders.timed("register", future)
         pending.append(future)
         pending.append(client_of[i].submit("node_started", "node", i, "r0", "sim", i, True))
     for future in pending:
@@ -90,24 +108,23 @@ def main(address: str, token: str, first: int, end: int, per_connection: int,
             at, kind, who = heapq.heappop(due)
             if kind == "agent":  # every node of it sent a sample: one call is enough
                 group = agents[who]
-                latencies.timed(None, client_of[group[0]].submit(
-                    "reports", [["node", i, "r0", sample] for i in group]))
+                senders.send(client_of[group[0]], "reports", who,
+                             [["node", i, "r0", sample] for i in group])
             elif kind == "node":
-                latencies.timed(None, client_of[who].submit("heartbeat", "node", who, "r0"))
-                latencies.timed(None, client_of[who].submit("report", "node", who, "r0",
-                                                            sample))
+                senders.send(client_of[who], "heartbeat", who, "node", who, "r0")
+                senders.send(client_of[who], "report", who, "node", who, "r0", sample)
             else:
-                latencies.timed("resolve", client_of[who].submit(
-                    "resolve", "node", rng.choice(nodes), "", 10.0))
+                senders.send(client_of[who], "resolve", who, "node", rng.choice(nodes), "",
+                             10.0, timed="resolve")
             period = RESOLVE_EVERY_SECS if kind == "resolve" else PERIOD_SECS
             heapq.heappush(due, (at + period, kind, who))
         time.sleep(TICK_SECS)  # the nodes' clock: calls fall due by the period, not by events
-    with latencies.lock:
-        last = list(latencies.in_flight)
+    with senders.lock:
+        last = list(senders.in_flight)
     concurrent.futures.wait(last, timeout=60)  # the answers of the last calls
-    with latencies.lock:
-        print(json.dumps({**latencies.values, "errors": latencies.errors,
-                          "first_error": latencies.first_error}), flush=True)
+    with senders.lock:
+        print(json.dumps({**senders.values, "errors": senders.errors, "late": senders.late,
+                          "first_error": senders.first_error}), flush=True)
     for client in clients:
         client.close()
 

@@ -17,6 +17,9 @@ simulated host agents of `--agent-nodes` nodes each (true), which send one `repo
 * `controller_cpu_cores`: the controller's CPU time over the steady window / its wall time;
 * `controller_rss_mb`: its resident memory at the end;
 * `register_p99_ms`, `resolve_p50_ms`, `resolve_p99_ms`: as the simulated nodes saw them;
+* `call_errors`: calls that failed; `late_calls`: calls that fell due while their sender's
+  last one of that kind was unanswered, and were sent a period later (a real sender's loop
+  is late so too);
 * `failed_nodes`: nodes the controller declared lost (a heartbeat answered too late).
 
 The simulators run on the controller's host, so their calls take the local transport (Unix
@@ -102,6 +105,7 @@ def run(nodes: int, secs: float, simulators: int, per_connection: int,
             "resolve_p99_ms": _percentile(resolve, 0.99),
             "register_p99_ms": _percentile(register, 0.99), "resolves": len(resolve),
             "call_errors": sum(out["errors"] for out in outputs),
+            "late_calls": sum(out["late"] for out in outputs),
             "first_error": next((o["first_error"] for o in outputs if o["first_error"]), ""),
             "failed_nodes": failed}
 

@@ -63,7 +63,15 @@ _CLIENT_OPTIONS = _MESSAGE_OPTIONS + [
     ("grpc.initial_reconnect_backoff_ms", 100),
     ("grpc.max_reconnect_backoff_ms", 2_000),
 ]
+# Each open stream holds one of these threads for its lifetime; handlers run elsewhere.
+_MAX_STREAMS = 4096
 _SERVER_OPTIONS = _MESSAGE_OPTIONS + [
+    # grpcio takes new streams from the core one at a time, on one Python thread; those that
+    # come faster wait in the core's backlog, and past 1,000 waiting (its default) the core
+    # refuses a growing share with CANCELLED. Thousands of nodes registering at once met
+    # that. As many may wait as the server has threads for.
+    ("grpc.server.max_pending_requests", _MAX_STREAMS),
+    ("grpc.server.max_pending_requests_hard_limit", _MAX_STREAMS),
     # Without this gRPC sets SO_REUSEPORT and two servers silently share one port.
     ("grpc.so_reuseport", 0),
     # A connection that has not finished its handshake (TLS, then HTTP/2's settings) within
@@ -76,9 +84,6 @@ _SERVER_OPTIONS = _MESSAGE_OPTIONS + [
     ("grpc.http2.max_ping_strikes", 0),
     ("grpc.keepalive_permit_without_calls", 1),
 ]
-# Each open stream holds one of these threads for its lifetime; handlers run elsewhere.
-_MAX_STREAMS = 4096
-
 # The server's side of a stream: the chunks of each reply, for each message read.
 StreamHandler = Callable[[Iterator[bytes], streams.Peer], Iterator[list]]
 
