@@ -6,127 +6,267 @@ real periods: `register` and `node_started` once, then for SECS seconds a heartb
 telemetry report every 2 s each (spread over the period), and a `resolve` of a peer every
 60 s (a handle resolves once, and again only when its server moves). With AGENT_NODES = 0
 each node sends its own `heartbeat` and `report`, and a connection is shared by
-PER_CONNECTION nodes (a real node has its own; thousands of connections would measure this
-process's threads more than the controller). With AGENT_NODES = K, nodes go by simulated
-host agents of K nodes, each with its connection, sending one `reports` call of its K
-nodes per period (their heartbeats too), as launch/host_agent.py does. As a runner's and
-an agent's loops do, a sender has at most one call of each kind in flight: one that falls
-due before the last is answered is sent a period later, and counted `late` (without this
-bound, an overloaded controller would see calls pile up that no real node sends). Prints
-one JSON line: the latencies (ms) of register and resolve, how many calls failed, and how
-many were late.
+PER_CONNECTION nodes. With AGENT_NODES = K, nodes go by simulated host agents of K nodes,
+each with its connection, sending one `reports` call of its K nodes per period (their
+heartbeats too), as launch/host_agent.py does. As a runner's and an agent's loops do, a
+sender has at most one call of each kind in flight: one that falls due before the last is
+answered is sent a period later, and counted `late` (without this bound, an overloaded
+controller would see calls pile up that no real node sends).
+
+The simulator is one event loop, so that what it measures is the controller and not itself:
+courier's Client gives each connection threads of its own, and at 12,500 agents those
+threads took 60 times the controller's CPU. Each connection is one courier stream on the
+transport a node of this host or of another would use (`LAUNCHPAD_COURIER_TRANSPORT`:
+`grpc`, one gRPC connection each; otherwise the server's Unix socket), carrying courier's
+own messages (serialization.py) under the stream's rule: a message is sent when every call
+of the last one is answered, and the calls that came meanwhile travel together in the
+next. Prints "registered" once every node has, then one JSON line: the latencies (ms) of
+register and resolve, how many calls failed (and the first failure), and how many were late.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
+import asyncio
 import heapq
+import itertools
 import json
 import random
 import sys
-import threading
 import time
 
+import grpc
+
 from launchpad import control, telemetry
-from launchpad.courier.client import Client
+from launchpad.courier import (
+    grpc_transport,
+    hosts,
+    limits,
+    local_sockets,
+    records,
+    serialization,
+    transport,
+)
+from launchpad.courier.serialization import Kind
 
 PERIOD_SECS = 2.0  # spec.CLUSTER_HEARTBEAT_SECS and telemetry.REPORT_SECS
 RESOLVE_EVERY_SECS = 60.0
-TICK_SECS = 0.05
+# Connections opened at once, as a host's processes open theirs: a server lets at most
+# 1,024 connections wait for their hello (local_server.py), and 6,250 connected in one
+# step of the loop would all wait.
+_CONNECTING = 256
+_ids = itertools.count(1)
+
+
+class _LocalStream:
+    """A courier stream on the server's Unix socket (local_sockets.py's records)."""
+
+    def __init__(self, address: str, token: str):
+        host, port = hosts.keys(address)[0]
+        self._path = local_sockets.socket_path(local_sockets.socket_dir(), host, port, None)
+        self._hello = local_sockets.hello(token, "")
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+
+    async def send(self, message: bytes) -> None:
+        pieces = [records.pack_header(local_sockets.MESSAGE, len(message)), message]
+        if self._writer is None:
+            self._reader, self._writer = await asyncio.open_unix_connection(self._path)
+            pieces[:0] = [records.pack_header(local_sockets.HELLO, len(self._hello)),
+                          self._hello]
+            self._writer.writelines(pieces)
+            if (await self._record())[0] != local_sockets.ANSWER:
+                raise ConnectionError("the server did not answer the hello")
+        else:
+            self._writer.writelines(pieces)
+
+    async def receive(self) -> bytes:
+        kind, body = await self._record()
+        if kind != local_sockets.MESSAGE:
+            raise ConnectionError(f"the stream ended: {local_sockets.status_of(body)}")
+        return body
+
+    async def _record(self) -> tuple[int, bytes]:
+        kind, length = records.header(await self._reader.readexactly(records.HEADER_SIZE))
+        return kind, await self._reader.readexactly(length)
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+
+
+class _GrpcStream:
+    """A courier stream on a gRPC connection of its own, as a node of another host has."""
+
+    def __init__(self, address: str, token: str):
+        self._channel = grpc.aio.insecure_channel(
+            address, options=[("grpc.use_local_subchannel_pool", 1)])
+        self._call = self._channel.stream_stream(grpc_transport.STREAM_METHOD)(
+            metadata=((grpc_transport.TOKEN_METADATA_KEY, token),))
+
+    async def send(self, message: bytes) -> None:
+        await self._call.write(message)
+
+    async def receive(self) -> bytes:
+        message = await self._call.read()
+        if message is grpc.aio.EOF:
+            raise ConnectionError(f"the stream ended: {await self._call.code()}")
+        return message
+
+    def close(self) -> None:
+        self._call.cancel()
+
+
+class _Connection:
+    """One stream and the calls queued on it (see the module doc)."""
+
+    def __init__(self, stream):
+        self._stream = stream
+        self._broken: Exception | None = None  # why the stream ended: later calls fail so
+        self._queue: list[tuple[serialization.OutFrame, asyncio.Future]] = []
+        self._wake = asyncio.Event()
+        self._task = asyncio.get_running_loop().create_task(self._drive())
+
+    def call(self, method: str, parts: list) -> asyncio.Future:
+        """Queues a call whose arguments are pickled already; its future gets the result."""
+        future = asyncio.get_running_loop().create_future()
+        if self._broken is not None:
+            future.set_exception(self._broken)
+            return future
+        self._queue.append((serialization.encode_frame(Kind.CALL, next(_ids), method, parts),
+                            future))
+        self._wake.set()
+        return future
+
+    async def _drive(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            batch, self._queue = self._queue, []
+            waiting = {frame.call_id: future for frame, future in batch}
+            try:
+                await self._stream.send(serialization.join_message([f for f, _ in batch]))
+                while waiting:
+                    for frame in serialization.decode_message(await self._stream.receive()):
+                        future = waiting.pop(frame.call_id)
+                        if frame.kind == Kind.RESULT:
+                            future.set_result(frame.load())
+                        else:
+                            future.set_exception(serialization.load_exception(frame))
+            except Exception as e:  # noqa: BLE001 - the stream broke: its calls fail
+                self._broken = e
+                for future in [*waiting.values(), *(f for _, f in self._queue)]:
+                    future.set_exception(e)
+                return
+
+    def close(self) -> None:
+        self._task.cancel()
+        self._stream.close()
 
 
 class _Senders:
     """The simulated senders' calls: their latencies, failures, lateness and those in flight."""
 
     def __init__(self):
-        self.lock = threading.Lock()
         self.values: dict[str, list[float]] = {"register": [], "resolve": []}
         self.errors = 0
         self.first_error = ""
         self.late = 0
-        self.in_flight: dict = {}  # future -> (method, sender)
+        self.in_flight: set[asyncio.Future] = set()
         self._busy: set = set()  # (method, sender) of the calls in flight
 
-    def send(self, client: Client, method: str, sender: int, *args,
-             timed: str | None = None) -> None:
-        """Submits `method` for `sender`, unless its last one is unanswered (then late)."""
+    def send(self, connection: _Connection, method: str, sender: int, parts: list,
+             timed: str | None = None) -> asyncio.Future | None:
+        """Calls `method` for `sender`, unless its last one is unanswered (then late)."""
         key = (method, sender)
-        with self.lock:
-            if key in self._busy:
-                self.late += 1
-                return
-            self._busy.add(key)
-        self.timed(timed, client.submit(method, *args), key)
-
-    def timed(self, kind: str | None, future, key: tuple = ()) -> None:
+        if key in self._busy:
+            self.late += 1
+            return None
+        self._busy.add(key)
         started = time.perf_counter()
-        with self.lock:
-            self.in_flight[future] = key
+        future = connection.call(method, parts)
+        self.in_flight.add(future)
 
-        def done(f) -> None:
-            with self.lock:
-                self._busy.discard(self.in_flight.pop(f, None))
-                if f.exception() is not None:
-                    self.errors += 1
-                    self.first_error = self.first_error or repr(f.exception())[:300]
-                elif kind is not None:
-                    self.values[kind].append((time.perf_counter() - started) * 1000)
+        def done(f: asyncio.Future) -> None:
+            self.in_flight.discard(f)
+            self._busy.discard(key)
+            if f.exception() is not None:
+                self.errors += 1
+                self.first_error = self.first_error or repr(f.exception())[:300]
+            elif timed is not None:
+                self.values[timed].append((time.perf_counter() - started) * 1000)
         future.add_done_callback(done)
+        return future
 
 
-def main(address: str, token: str, first: int, end: int, per_connection: int,
-         secs: float, agent_nodes: int) -> None:
+def _arguments(method: str, *args) -> list:
+    return serialization.dumps_call_arguments(method, args, {})
+
+
+async def simulate(address: str, token: str, first: int, end: int, per_connection: int,
+                   secs: float, agent_nodes: int) -> dict:
+    kind = transport.mode_of(None)
+    stream_class = _GrpcStream if kind == "grpc" else _LocalStream
     per_connection = agent_nodes or per_connection
-    clients = [Client(address, token=token) for _ in range(first, end, per_connection)]
-    for client in clients:
-        client.call("hello", control.PROTOCOL_VERSION)
+    connections = [_Connection(stream_class(address, token))
+                   for _ in range(first, end, per_connection)]
+    hello = _arguments("hello", control.PROTOCOL_VERSION)
+    for k in range(0, len(connections), _CONNECTING):
+        await asyncio.gather(*(c.call("hello", hello) for c in connections[k:k + _CONNECTING]))
     senders = _Senders()
     nodes = list(range(first, end))
-    client_of = {i: clients[(i - first) // per_connection] for i in nodes}
-    pending = []
-    for i in nodes:
-        future = client_of[i].submit("register", "node", i, "", f"10.0.0.1:{i}", "sim")
-        senders.timed("register", future)
-        pending.append(future)
-        pending.append(client_of[i].submit("node_started", "node", i, "r0", "sim", i, True))
-    for future in pending:
-        future.result(timeout=600)
+    connection_of = {i: connections[(i - first) // per_connection] for i in nodes}
+    started = [senders.send(connection_of[i], "register", i,
+                            _arguments("register", "node", i, "", f"10.0.0.1:{i}", "sim"),
+                            timed="register") for i in nodes]
+    started += [connection_of[i].call("node_started", _arguments(
+        "node_started", "node", i, "r0", "sim", i, True)) for i in nodes]
+    await asyncio.gather(*started)
     print("registered", flush=True)
     rng = random.Random(first)
-    # What falls due when: (seconds from the start, what, whose). A heap, so that each tick
-    # costs the calls due in it, not a look at every node (at 10,000 nodes that look took
-    # this process's CPU, and so the latencies it measures).
+    sample = telemetry.NodeSample(1.0, 1 << 26, {})
+    # Every call a sender repeats, pickled once (its arguments do not change).
     agents = [nodes[k:k + agent_nodes] for k in range(0, len(nodes), agent_nodes or 1)]
+    reports = [_arguments("reports", [["node", i, "r0", sample] for i in group])
+               for group in agents] if agent_nodes else []
+    # What falls due when: (seconds from the start, what, whose), in a heap, so that each
+    # tick costs the calls due in it, not a look at every node.
     due = [(rng.random() * PERIOD_SECS, "agent", k) for k in range(len(agents))] \
         if agent_nodes else [(rng.random() * PERIOD_SECS, "node", i) for i in nodes]
     due += [(rng.random() * RESOLVE_EVERY_SECS, "resolve", i) for i in nodes]
     heapq.heapify(due)
-    sample = telemetry.NodeSample(1.0, 1 << 26, {})
-    started = time.monotonic()
-    while (now := time.monotonic() - started) < secs:
+    began = time.monotonic()
+    while (now := time.monotonic() - began) < secs:
         while due[0][0] <= now:
-            at, kind, who = heapq.heappop(due)
-            if kind == "agent":  # every node of it sent a sample: one call is enough
-                group = agents[who]
-                senders.send(client_of[group[0]], "reports", who,
-                             [["node", i, "r0", sample] for i in group])
-            elif kind == "node":
-                senders.send(client_of[who], "heartbeat", who, "node", who, "r0")
-                senders.send(client_of[who], "report", who, "node", who, "r0", sample)
+            at, what, who = heapq.heappop(due)
+            if what == "agent":  # every node of it sent a sample: one call is enough
+                senders.send(connection_of[agents[who][0]], "reports", who, reports[who])
+            elif what == "node":
+                senders.send(connection_of[who], "heartbeat", who,
+                             _arguments("heartbeat", "node", who, "r0"))
+                senders.send(connection_of[who], "report", who,
+                             _arguments("report", "node", who, "r0", sample))
             else:
-                senders.send(client_of[who], "resolve", who, "node", rng.choice(nodes), "",
-                             10.0, timed="resolve")
-            period = RESOLVE_EVERY_SECS if kind == "resolve" else PERIOD_SECS
-            heapq.heappush(due, (at + period, kind, who))
-        time.sleep(TICK_SECS)  # the nodes' clock: calls fall due by the period, not by events
-    with senders.lock:
-        last = list(senders.in_flight)
-    concurrent.futures.wait(last, timeout=60)  # the answers of the last calls
-    with senders.lock:
-        print(json.dumps({**senders.values, "errors": senders.errors, "late": senders.late,
-                          "first_error": senders.first_error}), flush=True)
-    for client in clients:
-        client.close()
+                senders.send(connection_of[who], "resolve", who, _arguments(
+                    "resolve", "node", rng.choice(nodes), "", 10.0), timed="resolve")
+            period = RESOLVE_EVERY_SECS if what == "resolve" else PERIOD_SECS
+            heapq.heappush(due, (at + period, what, who))
+        # Until the next call falls due: calls go out spread as their periods spread them
+        # (a clock that ticked every 50 ms sent them in bursts, which queued at the server).
+        await asyncio.sleep(max(0.0, due[0][0] - (time.monotonic() - began)))
+    if senders.in_flight:  # the answers of the last calls
+        await asyncio.wait(list(senders.in_flight), timeout=60)
+    for connection in connections:
+        connection.close()
+    return {**senders.values, "errors": senders.errors, "late": senders.late,
+            "first_error": senders.first_error}
+
+
+def main(address: str, token: str, first: int, end: int, per_connection: int,
+         secs: float, agent_nodes: int) -> None:
+    limits.raise_open_files_limit()  # a socket per connection
+    result = asyncio.run(simulate(address, token, first, end, per_connection, secs,
+                                  agent_nodes))
+    print(json.dumps(result), flush=True)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ simulated host agents of `--agent-nodes` nodes each (true), which send one `repo
 
 * `controller_cpu_cores`: the controller's CPU time over the steady window / its wall time;
 * `controller_rss_mb`: its resident memory at the end;
+* `simulators_cpu_cores`: the simulators' CPU over the same window (all of them together);
 * `register_p99_ms`, `resolve_p50_ms`, `resolve_p99_ms`: as the simulated nodes saw them;
 * `call_errors`: calls that failed; `late_calls`: calls that fell due while their sender's
   last one of that kind was unanswered, and were sent a period later (a real sender's loop
@@ -84,8 +85,11 @@ def run(nodes: int, secs: float, simulators: int, per_connection: int,
         for sim in sims:
             assert sim.stdout.readline().strip() == "registered"
         cpu_before, wall_before = _cpu_secs(controller.pid), time.monotonic()
+        sims_before = sum(_cpu_secs(sim.pid) for sim in sims)
         outputs = [json.loads(sim.stdout.readline()) for sim in sims]
-        cpu = (_cpu_secs(controller.pid) - cpu_before) / (time.monotonic() - wall_before)
+        wall = time.monotonic() - wall_before
+        cpu = (_cpu_secs(controller.pid) - cpu_before) / wall
+        sims_cpu = (sum(_cpu_secs(sim.pid) for sim in sims) - sims_before) / wall
         rss = _rss_mb(controller.pid)
         for sim in sims:
             sim.wait(timeout=60)
@@ -101,6 +105,7 @@ def run(nodes: int, secs: float, simulators: int, per_connection: int,
     return {"nodes": nodes, "via_agents": bool(agent_nodes), "transport": transport,
             "controller_cpu_cores": round(cpu, 3),
             "controller_rss_mb": round(rss, 1),
+            "simulators_cpu_cores": round(sims_cpu, 3),
             "resolve_p50_ms": round(statistics.median(resolve), 2) if resolve else None,
             "resolve_p99_ms": _percentile(resolve, 0.99),
             "register_p99_ms": _percentile(register, 0.99), "resolves": len(resolve),

@@ -41,6 +41,11 @@ def header(data: bytes) -> tuple[int, int]:
     return _HEADER.unpack_from(data)
 
 
+def pack_header(kind: int, length: int) -> bytes:
+    """The header of a record of `kind` whose body is `length` bytes."""
+    return _HEADER.pack(kind, length)
+
+
 def send(sock: socket.socket, kind: int, chunks: list) -> None:
     """Sends one record of `kind` holding `chunks` (bytes-like) back to back.
 
@@ -55,7 +60,7 @@ def send_records(sock: socket.socket, kinds_and_chunks: list[tuple[int, list]]) 
     pieces: list = []
     for kind, chunks in kinds_and_chunks:
         views = [memoryview(chunk).cast("B") for chunk in chunks]
-        pieces += [_HEADER.pack(kind, sum(view.nbytes for view in views)), *views]
+        pieces += [pack_header(kind, sum(view.nbytes for view in views)), *views]
     while pieces:
         batch = pieces[:_MAX_PIECES]
         sent = sock.sendmsg(batch)
