@@ -12,7 +12,10 @@ channel's thread polling completions, one reading replies), and on a small machi
 hand-offs cost more than the call itself: driving the stream from the caller halves the
 client's CPU per call. This uses grpcio's Cython layer (`segregated_call`, the same primitive
 its blocking unary calls use), which is why pyproject.toml pins grpcio to the versions where
-that layer has this shape; `tests/courier/test_transport.py` checks it.
+that layer has this shape; `tests/courier/test_transport.py` checks it, the server's too.
+
+The server's side is grpc_server.py, on the same layer: each of its streams is driven by a
+thread of its own, on a completion queue of its own, so a message wakes that thread alone.
 
 The secret token travels as call metadata when the stream opens: a stream without the right
 token is aborted before any message on it is read, so nothing from an unauthenticated peer is
@@ -31,15 +34,11 @@ process's memory files, which is more than TLS proves.)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import NoReturn
-
 import grpc
 from grpc import _common as grpc_common
 from grpc._cython import cygrpc
 
-from launchpad.courier import allocator, errors, limits, shared_memory, streams
-from launchpad.courier.threads import DaemonThreadPool
+from launchpad.courier import allocator, shared_memory, streams
 from launchpad.courier.tls import TLS
 
 STREAM_METHOD = "/launchpad.courier.Courier/Stream"
@@ -49,11 +48,11 @@ SHARED_MEMORY_METADATA_KEY = "x-courier-shared-memory"
 _PROBE_METHOD = "/launchpad.courier.Courier/ConnectProbe"
 _PROBE_SECS = 1.0
 
-_MESSAGE_OPTIONS = [
+MESSAGE_OPTIONS = [
     ("grpc.max_send_message_length", -1),
     ("grpc.max_receive_message_length", -1),
 ]
-_CLIENT_OPTIONS = _MESSAGE_OPTIONS + [
+_CLIENT_OPTIONS = MESSAGE_OPTIONS + [
     # Detect a peer that vanished without closing its socket (host lost, network cut).
     ("grpc.keepalive_time_ms", 20_000),
     ("grpc.keepalive_timeout_ms", 10_000),
@@ -63,127 +62,12 @@ _CLIENT_OPTIONS = _MESSAGE_OPTIONS + [
     ("grpc.initial_reconnect_backoff_ms", 100),
     ("grpc.max_reconnect_backoff_ms", 2_000),
 ]
-# Each open stream holds one of these threads for its lifetime; handlers run elsewhere.
-_MAX_STREAMS = 4096
-_SERVER_OPTIONS = _MESSAGE_OPTIONS + [
-    # grpcio takes new streams from the core one at a time, on one Python thread; those that
-    # come faster wait in the core's backlog, and past 1,000 waiting (its default) the core
-    # refuses a growing share with CANCELLED. Thousands of nodes registering at once met
-    # that. As many may wait as the server has threads for.
-    ("grpc.server.max_pending_requests", _MAX_STREAMS),
-    ("grpc.server.max_pending_requests_hard_limit", _MAX_STREAMS),
-    # Without this gRPC sets SO_REUSEPORT and two servers silently share one port.
-    ("grpc.so_reuseport", 0),
-    # A connection that has not finished its handshake (TLS, then HTTP/2's settings) within
-    # this long is closed. gRPC's default, 120 s, let idle connections that never send a byte
-    # hold the server's file descriptors for minutes (see limits.py). 5 s is still ample
-    # for real clients: a TLS 1.2 handshake over a link with a 500 ms round trip takes about
-    # 1.5 s (TCP, two TLS round trips, the settings), and the server's side is ~1 ms of CPU.
-    ("grpc.server_handshake_timeout_ms", 5_000),
-    ("grpc.http2.min_recv_ping_interval_without_data_ms", 5_000),
-    ("grpc.http2.max_ping_strikes", 0),
-    ("grpc.keepalive_permit_without_calls", 1),
-]
-# The server's side of a stream: the chunks of each reply, for each message read.
-StreamHandler = Callable[[Iterator[bytes], streams.Peer], Iterator[list]]
-
-
-class GrpcServer:
-    """A started gRPC server and the threads that run its streams."""
-
-    def __init__(self, server: grpc.Server, pool: DaemonThreadPool, port: int):
-        self.port = port
-        self._server = server
-        self._pool = pool
-
-    def start(self) -> None:
-        self._server.start()
-
-    def stop(self, grace: float | None) -> None:
-        self._server.stop(grace).wait()
-        # Stream threads run calls: one stuck in user code must not hold up the stop (a
-        # thread cannot be killed); it ends when its call returns, or with the process.
-        self._pool.shutdown(wait=False)
-
-
-def bind_server(handler: StreamHandler, host: str, port: int,
-                tls: TLS | None = None) -> GrpcServer:
-    """Binds a gRPC server whose only method is the courier stream (`start()` it); with
-    `tls`, its port accepts only TLS connections from clients with a certificate of the
-    TLS's CA."""
-    allocator.retain_freed_memory()
-    method = grpc.stream_stream_rpc_method_handler(
-        lambda requests, context: _joined(handler(requests, _GrpcPeer(context))))
-    service = grpc.method_handlers_generic_handler(
-        STREAM_METHOD.split("/")[1], {STREAM_METHOD.split("/")[2]: method})
-    pool = DaemonThreadPool(_MAX_STREAMS, thread_name_prefix="courier-stream")
-    options = _SERVER_OPTIONS + [
-        ("grpc.max_allowed_incoming_connections", limits.incoming_connections_cap())]
-    server = grpc.server(pool, handlers=[service], options=options)
-    target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    try:
-        if tls is None:
-            bound = server.add_insecure_port(target)
-        else:
-            bound = server.add_secure_port(target, tls.server_credentials())
-    except RuntimeError as e:
-        pool.shutdown()
-        # gRPC reports credentials it cannot use as a failure to bind, too.
-        unusable = "" if tls is None else " (or the TLS key is not that of its certificate)"
-        raise errors.AddressInUseError(
-            f"Cannot bind a courier server to {target}: {e}{unusable}") from e
-    if bound == 0:
-        pool.shutdown()
-        raise errors.AddressInUseError(
-            f"Cannot bind a courier server to {target}: the port is in use or not available")
-    return GrpcServer(server, pool, bound)
-
-
-def _joined(replies: Iterator[list]) -> Iterator[bytes]:
-    for chunks in replies:
-        yield b"".join(chunks)
-
-
-def _metadata_value(metadata, wanted: str) -> str:
+def metadata_value(metadata, wanted: str) -> str:
+    """The value of key `wanted` in gRPC metadata, or "" if it is not there."""
     for key, value in metadata or ():
         if key == wanted:
             return value
     return ""
-
-
-class _GrpcPeer:
-    """The server's view of one gRPC stream (streams.Peer)."""
-
-    __slots__ = ("token", "_context")
-
-    def __init__(self, context: grpc.ServicerContext):
-        self._context = context
-        self.token = _metadata_value(context.invocation_metadata(), TOKEN_METADATA_KEY)
-
-    def accept_shared_memory(self) -> shared_memory.Lane | None:
-        """If the client offered a lane and its probe is readable from here, answers with
-        this process's probe and returns the lane."""
-        offer = _metadata_value(self._context.invocation_metadata(),
-                                SHARED_MEMORY_METADATA_KEY)
-        if not offer or not shared_memory.enabled():
-            return None
-        peer = shared_memory.verify_probe(offer)
-        if peer is None:
-            return None
-        try:
-            self._context.send_initial_metadata(
-                ((SHARED_MEMORY_METADATA_KEY, shared_memory.local_probe()),))
-        except grpc.RpcError:  # the client is gone already
-            return None
-        return shared_memory.Lane(peer)
-
-    def abort(self, code: grpc.StatusCode, details: str) -> NoReturn:
-        self._context.abort(code, details)
-
-    def cancel(self) -> None:
-        """Nothing here: the server's graceful stop (GrpcServer.stop) ends the stream once
-        what it sent has gone out. Cancelling it now could drop a reply gRPC has accepted
-        but not yet written (a call that ended its node lost its reply so)."""
 
 
 class GrpcChannel:
@@ -370,7 +254,7 @@ class Stream:
     def _accept_lane(self, event) -> None:
         for operation in event.batch_operations:
             if operation.type() == cygrpc.OperationType.receive_initial_metadata:
-                answer = _metadata_value(operation.initial_metadata(),
+                answer = metadata_value(operation.initial_metadata(),
                                          SHARED_MEMORY_METADATA_KEY)
                 peer = shared_memory.verify_probe(answer) if answer else None
                 if peer is not None:

@@ -6,7 +6,7 @@ accept nothing more: connections queue in the kernel's backlog, each batch accep
 the previous one times out, so a flood of idle connections kept real clients out for minutes
 (120 s per batch at gRPC's default deadline: 1,000 idle connections to a server limited to 256
 open files kept a new client out for 240 s). Three bounds work together: a short handshake
-deadline (grpc_transport.py's server options) and these two, set when a server starts:
+deadline (grpc_server.py's options) and these two, set when a server starts:
 
 * `raise_open_files_limit`: the soft limit on open files goes up to the hard limit, as far as
   the kernel allows. Soft limits are often 1024 for the sake of select(), which courier does

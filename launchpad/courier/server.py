@@ -139,8 +139,7 @@ class Server:
         # futures) waits in the pool's queue, not in thousands of threads.
         self._workers = DaemonThreadPool(self._call_slots.qsize(),
                                          thread_name_prefix="courier-worker")
-        self._endpoints = transport.Endpoints(self, self._stream, self._host, self._port,
-                                              self._tls)
+        self._endpoints = transport.Endpoints(self, self._host, self._port, self._tls)
         host = f"[{self._host}]" if ":" in self._host else self._host
         self._address = f"{host}:{self._endpoints.port}"
         return self._address
@@ -211,37 +210,12 @@ class Server:
         return isinstance(token, str) and hmac.compare_digest(
             token.encode("utf-8", "surrogatepass"), self._token.encode("utf-8", "surrogatepass"))
 
-    def _stream(self, requests: Iterator[bytes], peer: streams.Peer) -> Iterator[list]:
-        """A gRPC stream: refused before anything of it is read unless its token is right;
-        then a generator of the chunks of each reply, for each message read."""
-        return self._serve_stream(requests, peer, self.admit(peer))
-
     def admit(self, peer: streams.Peer) -> shared_memory.Lane | None:
         """Checks a socket stream's token before anything of it is read (the stream is
         aborted if it is wrong); returns the stream's shared-memory lane, if it has one."""
         if not self.admits(peer.token):
             peer.abort(grpc.StatusCode.PERMISSION_DENIED, streams.REFUSED_DETAILS)
         return peer.accept_shared_memory()
-
-    def _serve_stream(self, requests: Iterator[bytes], peer: streams.Peer,
-                      lane: shared_memory.Lane | None) -> Iterator[list]:
-        """Serves one gRPC stream: yields the chunks of each reply."""
-        outbox: queue.SimpleQueue = queue.SimpleQueue()
-        self.attach(peer)
-        try:
-            for message in requests:
-                yield from self.replies(peer, message, lane, outbox)
-                # Not kept while the stream waits for its next message: a large argument
-                # would stay in memory as long as the client stays idle.
-                del message
-        except grpc.RpcError as e:
-            # The client went away or the server is stopping. grpc keeps the error in the
-            # stream's state, which its traceback's frames hold in turn: a cycle that would
-            # keep this frame's last message (and its arrays) alive until the collector runs.
-            e.__traceback__ = None
-            return
-        finally:
-            self.end_stream(peer, lane)
 
     def replies(self, peer: streams.Peer, message: bytes | memoryview,
                 lane: shared_memory.Lane | None,

@@ -120,7 +120,7 @@ def error_for_broken_stream(error: StreamBroken, address: str) -> errors.Courier
 
 class SocketService(Protocol):
     """What a server offers the streams of a socket transport, one message at a time
-    (server.py implements it; local_server.py and gRPC's handler use it)."""
+    (server.py implements it; local_server.py and grpc_server.py use it)."""
 
     def admit(self, peer: Peer) -> shared_memory.Lane | None: ...
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from typing import Protocol
 
-from launchpad.courier import grpc_transport, in_process, local_server, streams
+from launchpad.courier import grpc_server, grpc_transport, in_process, local_server, streams
 from launchpad.courier.local_client import LocalChannel
 from launchpad.courier.tls import TLS
 
@@ -87,9 +87,8 @@ class Endpoints:
     through gRPC finds the faster ways too.
     """
 
-    def __init__(self, target: Served, handler: grpc_transport.StreamHandler,
-                 host: str, port: int, tls: TLS | None):
-        self._grpc = grpc_transport.bind_server(handler, host, port, tls)
+    def __init__(self, target: Served, host: str, port: int, tls: TLS | None):
+        self._grpc = grpc_server.GrpcServer(target, host, port, tls)
         self.port = self._grpc.port
         self._host = host
         self._target = target

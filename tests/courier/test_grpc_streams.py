@@ -1,9 +1,9 @@
-"""The gRPC server under a burst of new streams: none is refused while Python catches up.
+"""The gRPC server (grpc_server.py): its one method, and a burst of new streams.
 
-grpcio's server takes new streams from gRPC's core one at a time, on a Python thread. Streams
-that arrive faster wait in the core's backlog, and by default the core refuses a growing
-share of them (with CANCELLED) past 1,000 waiting. Thousands of nodes registering at once
-did that. The courier server lets as many wait as it can serve (grpc_transport.py).
+New streams are taken from gRPC's core by a Python thread. Streams that arrive faster wait
+in the core's backlog, and by default the core refuses a growing share of them (with
+CANCELLED) past 1,000 waiting. Thousands of nodes registering at once did that. The courier
+server lets as many wait as it can serve.
 
 Here the server's process holds the GIL (a blocking read through ctypes.PyDLL, which does
 not let it go) while a client opens more streams than the core's default backlog; once the
@@ -17,6 +17,7 @@ import sys
 import textwrap
 import threading
 
+import grpc
 import pytest
 
 from launchpad import courier
@@ -107,3 +108,10 @@ def test_streams_opened_while_python_is_busy_are_all_served(tmp_path, monkeypatc
                 stream.finish()
             channel.close()
             holder.close()
+
+
+def test_a_method_other_than_the_stream_is_not_found():
+    with courier.Server(object()) as server, grpc.insecure_channel(server.address) as channel:
+        with pytest.raises(grpc.RpcError) as info:
+            channel.unary_unary("/launchpad.courier.Courier/Other")(b"", timeout=10)
+    assert info.value.code() == grpc.StatusCode.UNIMPLEMENTED
