@@ -63,6 +63,7 @@ _SERVER_OPTIONS = MESSAGE_OPTIONS + [
     ("grpc.keepalive_permit_without_calls", 1),
 ]
 _ASKED = 8  # requests for new streams open at once, each with the queue of its stream
+_METHOD = STREAM_METHOD.encode()
 _SHUTDOWN = "shutdown"
 _CLOSE, _METADATA, _RECEIVE, _SEND, _STATUS = "close", "metadata", "receive", "send", "status"
 _NO_FLAGS = 0
@@ -120,8 +121,8 @@ class GrpcServer:
 
     def _ask_for_stream(self) -> None:
         """Asks the core for the next new stream, bound to a queue of its own (its tag)."""
-        asked = _Asked()
-        self._server.request_call(asked.queue, self._notifications, asked)
+        call_queue = cygrpc.CompletionQueue()
+        self._server.request_call(call_queue, self._notifications, call_queue)
 
     def _accept(self) -> None:
         """Hands each new stream to a thread of its own, until the server has shut down."""
@@ -136,9 +137,9 @@ class GrpcServer:
                 self._notifications.shutdown()  # what is left in it comes, then its end
                 continue
             if not event.success:  # a request the shutdown ended: no stream came
-                _let_go(event.tag.queue)
+                _let_go(event.tag)
                 continue
-            stream = _ServerStream(event.call, event.tag.queue)
+            stream = _ServerStream(event.call, event.tag)
             self._pool.submit(self._serve, stream, event.invocation_metadata,
                               event.call_details.method)
             with self._lock:
@@ -149,7 +150,7 @@ class GrpcServer:
         """One stream, on its own thread: admitted, then answered message by message."""
         peer, lane, attached = _GrpcPeer(stream, metadata), None, False
         try:
-            if method != STREAM_METHOD.encode():
+            if method != _METHOD:
                 stream.end(grpc.StatusCode.UNIMPLEMENTED, "Method not found!")
                 return
             lane = self._service.admit(peer)  # (PeerAborted if refused: nothing attached)
@@ -172,15 +173,6 @@ class GrpcServer:
             if attached:
                 self._service.end_stream(peer, lane)
             stream.finish()
-
-
-class _Asked:
-    """The tag of a request for a new stream: the completion queue it will be bound to."""
-
-    __slots__ = ("queue",)
-
-    def __init__(self):
-        self.queue = cygrpc.CompletionQueue()
 
 
 class _ServerStream:

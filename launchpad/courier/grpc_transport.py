@@ -255,7 +255,7 @@ class Stream:
         for operation in event.batch_operations:
             if operation.type() == cygrpc.OperationType.receive_initial_metadata:
                 answer = metadata_value(operation.initial_metadata(),
-                                         SHARED_MEMORY_METADATA_KEY)
+                                        SHARED_MEMORY_METADATA_KEY)
                 peer = shared_memory.verify_probe(answer) if answer else None
                 if peer is not None:
                     self.lane = shared_memory.Lane(peer)

@@ -12,7 +12,6 @@ import contextlib
 import gc
 import os
 import sys
-import textwrap
 import time
 
 import numpy as np
@@ -20,7 +19,7 @@ import pytest
 
 from launchpad import courier
 from launchpad.courier import shared_memory
-from tests.courier.children import child_server
+from tests.courier.children import ECHO_SERVER, child_server
 
 pytestmark = [
     pytest.mark.timeout(90),
@@ -34,23 +33,8 @@ LARGE = 200 * MiB
 # what a small region kept warm holds.
 SLACK = 32 * MiB
 
-_CHILD = textwrap.dedent("""
-    import gc
-    import sys
-    from launchpad import courier
-
-    gc.disable()
-
-    class Echo:
-        def identity(self, value):
-            return value
-
-    server = courier.Server(Echo(), token=sys.argv[1])
-    server.start()
-    print(server.port, flush=True)
-    sys.stdin.read()
-    server.stop()
-""")
+# The echo server, its collector off: what it frees, it frees as the call lets go of it.
+_CHILD = "import gc\ngc.disable()\n" + ECHO_SERVER
 
 
 def _rss(pid: int | str) -> int:
