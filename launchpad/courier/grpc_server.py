@@ -1,28 +1,33 @@
-"""The gRPC transport's server: each stream driven by its own thread, on its own queue.
+"""The gRPC transport's server: every stream on one completion queue, served by few threads.
 
-grpcio's server (`grpc.server`) takes every event of every stream on one polling thread: each
-message a stream receives, and each reply it sends, is handed between that thread and the
-stream's, and both must take the GIL. At 1,250 streams (10,000 nodes through their agents)
-that made 64% of the controller's CPU the kernel's, switching threads and waking futexes.
-Here, as the client's streams are (grpc_transport.Stream), each stream is bound, when gRPC's
-core hands it over, to a completion queue of its own, and the stream's thread waits on that
-queue alone: a message wakes that thread and nobody else, and its reply is sent by it.
+grpcio's own server (`grpc.server`) takes every event of every stream on one polling thread
+and hands each to the stream's thread, both taking the GIL. A thread per stream, each on a
+completion queue of its own, cost less per message but more at rest: a waiting thread wakes
+every 200 ms to look for signals, and at 1,250 streams (10,000 nodes through their agents)
+those wake-ups, each taking the GIL, were most of the controller's CPU. So, as the local
+socket's streams do (local_server.py), every stream is bound to the server's one completion
+queue, and a few threads wait in it (threads.Pollers): the thread that takes an event handles
+it itself, with no hand-off, and a thread is added whenever the last one waiting takes one.
 
-One thread (`courier-grpc-accept`) takes new streams from the core, keeping `_ASKED`
-requests for them open so that a burst does not wait for Python between two streams; the
-core holds the rest in its backlog (grpc_transport's server options). A stream's thread
-checks its token before it reads anything of it (so nothing from an unauthenticated peer
-is unpickled), then answers its messages one at a time through the server
-(streams.SocketService), as the local socket's threads do.
-
-Stopping refuses new streams, gives those open `grace` seconds to end, then cancels them
-(a stopping courier server has answered every call by then: see server.py).
+* **New streams.** `_ASKED` requests for new streams are kept open, so that a burst does not
+  wait for Python between two streams; the core holds the rest in its backlog. A stream's
+  token is checked before anything of it is read (so nothing from an unauthenticated peer is
+  unpickled).
+* **Messages.** A stream always has one receive open while it waits. The thread that takes a
+  message answers it through the server (streams.SocketService) and sends the last reply in
+  one batch with the receive of the next message: one event per exchange. gRPC allows one
+  message on its way at a time, so a reply that comes while the one before it is still on its
+  way waits in the stream's queue, which the completion of that send starts.
+* **Stopping** refuses new streams, gives those open `grace` seconds to end, then cancels
+  them (a stopping courier server has answered every call by then: see server.py).
 """
 
 from __future__ import annotations
 
+import collections
 import queue
 import threading
+from collections.abc import Callable
 from typing import NoReturn
 
 import grpc
@@ -30,7 +35,7 @@ from absl import logging
 from grpc import _common as grpc_common
 from grpc._cython import cygrpc
 
-from launchpad.courier import allocator, errors, limits, shared_memory, streams
+from launchpad.courier import allocator, errors, limits, shared_memory, streams, threads
 from launchpad.courier.grpc_transport import (
     MESSAGE_OPTIONS,
     SHARED_MEMORY_METADATA_KEY,
@@ -38,18 +43,16 @@ from launchpad.courier.grpc_transport import (
     TOKEN_METADATA_KEY,
     metadata_value,
 )
-from launchpad.courier.threads import DaemonThreadPool
 from launchpad.courier.tls import TLS
 
-# Each open stream holds one of these threads for its lifetime; handlers run elsewhere.
-MAX_STREAMS = 4096
+_BACKLOG = 4096  # new streams the core holds while Python takes them
+_MAX_THREADS = 4096  # streams being answered at once (a call that blocks holds one)
 _SERVER_OPTIONS = MESSAGE_OPTIONS + [
     # New streams that come faster than Python takes them wait in the core's backlog, and
     # past 1,000 waiting (its default) the core refuses a growing share with CANCELLED:
-    # thousands of nodes registering at once met that. As many may wait as the server has
-    # threads for.
-    ("grpc.server.max_pending_requests", MAX_STREAMS),
-    ("grpc.server.max_pending_requests_hard_limit", MAX_STREAMS),
+    # thousands of nodes registering at once met that.
+    ("grpc.server.max_pending_requests", _BACKLOG),
+    ("grpc.server.max_pending_requests_hard_limit", _BACKLOG),
     # Without this gRPC sets SO_REUSEPORT and two servers silently share one port.
     ("grpc.so_reuseport", 0),
     # A connection that has not finished its handshake (TLS, then HTTP/2's settings) within
@@ -62,9 +65,10 @@ _SERVER_OPTIONS = MESSAGE_OPTIONS + [
     ("grpc.http2.max_ping_strikes", 0),
     ("grpc.keepalive_permit_without_calls", 1),
 ]
-_ASKED = 8  # requests for new streams open at once, each with the queue of its stream
+_ASKED = 8  # requests for new streams open at once
 _METHOD = STREAM_METHOD.encode()
-_SHUTDOWN = "shutdown"
+_NEW_STREAM, _SHUTDOWN = "new stream", "shutdown"  # the server's own tags
+# The operations of a stream, each at most once on its way (the tag of its completion).
 _CLOSE, _METADATA, _RECEIVE, _SEND, _STATUS = "close", "metadata", "receive", "send", "status"
 _NO_FLAGS = 0
 
@@ -79,12 +83,16 @@ class GrpcServer:
         options = _SERVER_OPTIONS + [
             ("grpc.max_allowed_incoming_connections", limits.incoming_connections_cap())]
         self._server = cygrpc.Server(tuple(options), False)
-        self._notifications = cygrpc.CompletionQueue()
-        self._server.register_completion_queue(self._notifications)
-        self._pool = DaemonThreadPool(MAX_STREAMS, thread_name_prefix="courier-stream")
+        self._queue = cygrpc.CompletionQueue()  # new streams, every stream's events, the end
+        self._server.register_completion_queue(self._queue)
+        self._pollers = threads.Pollers("courier-grpc", self._next_event, self._handle,
+                                        ended=lambda: None, max_threads=_MAX_THREADS)
         self._lock = threading.Lock()
         self._stopping = False
         self._stopped = threading.Event()  # every stream has ended and the core let go
+        # Streams not yet let go: the queue is shut down only once the core has let go and
+        # these are none, for a thread that answers one may still start its operations.
+        self._streams = 0
         target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         if tls is None:
             self.port = self._server.add_http2_port(target.encode())
@@ -100,119 +108,165 @@ class GrpcServer:
     def start(self) -> None:
         self._server.start()
         for _ in range(_ASKED):
-            self._ask_for_stream()
-        threading.Thread(target=self._accept, name="courier-grpc-accept", daemon=True).start()
+            self._server.request_call(self._queue, self._queue, _NEW_STREAM)
+        self._pollers.start()
 
     def stop(self, grace: float) -> None:
         """Refuses new streams, lets those open end for `grace` seconds, then cancels them;
-        returns once the core has let go of every one."""
+        returns once the core has let go of every one. (A thread still running a call
+        stuck in user code is left to it: it ends when its call returns, or with the
+        process.)"""
         with self._lock:
             if not self._stopping:
                 self._stopping = True
-                self._server.shutdown(self._notifications, _SHUTDOWN)
+                self._server.shutdown(self._queue, _SHUTDOWN)
         if not self._stopped.wait(grace):
             with self._lock:  # (the core's server must not be destroyed meanwhile)
                 if not self._stopped.is_set():
                     self._server.cancel_all_calls()
             self._stopped.wait()
-        # Stream threads run calls: one stuck in user code must not hold up the stop (a
-        # thread cannot be killed); it ends when its call returns, or with the process.
-        self._pool.shutdown(wait=False)
 
-    def _ask_for_stream(self) -> None:
-        """Asks the core for the next new stream, bound to a queue of its own (its tag)."""
-        call_queue = cygrpc.CompletionQueue()
-        self._server.request_call(call_queue, self._notifications, call_queue)
+    def _next_event(self):
+        event = self._queue.poll()
+        if event.completion_type == cygrpc.CompletionType.queue_shutdown:
+            return threads.ENDED
+        return event
 
-    def _accept(self) -> None:
-        """Hands each new stream to a thread of its own, until the server has shut down."""
-        while True:
-            event = self._notifications.poll()
-            if event.completion_type == cygrpc.CompletionType.queue_shutdown:
-                return
-            if event.tag == _SHUTDOWN:
-                with self._lock:
-                    self._server.destroy()
-                    self._stopped.set()
-                self._notifications.shutdown()  # what is left in it comes, then its end
-                continue
-            if not event.success:  # a request the shutdown ended: no stream came
-                _let_go(event.tag)
-                continue
-            stream = _ServerStream(event.call, event.tag)
-            self._pool.submit(self._serve, stream, event.invocation_metadata,
-                              event.call_details.method)
+    def _handle(self, event) -> None:
+        tag = event.tag
+        if tag == _NEW_STREAM:
+            self._open(event)
+        elif tag == _SHUTDOWN:
             with self._lock:
-                if not self._stopping:
-                    self._ask_for_stream()
+                self._server.destroy()
+                self._stopped.set()
+                last = not self._streams
+            if last:
+                self._queue.shutdown()  # what is left in it comes, then its end
+        else:
+            stream, operation = tag
+            if operation == _RECEIVE:
+                self._answer(stream, event)
+            else:
+                stream.completed(operation, event.success)
 
-    def _serve(self, stream: "_ServerStream", metadata, method: bytes) -> None:
-        """One stream, on its own thread: admitted, then answered message by message."""
-        peer, lane, attached = _GrpcPeer(stream, metadata), None, False
-        try:
-            if method != _METHOD:
+    def _open(self, event) -> None:
+        """Admits a new stream (or ends it, refused) and waits for its first message."""
+        with self._lock:
+            if not self._stopping:
+                self._server.request_call(self._queue, self._queue, _NEW_STREAM)
+        if not event.success:  # a request the shutdown ended: no stream came
+            return
+        with self._lock:
+            self._streams += 1
+        stream = _ServerStream(event.call, self._forget)
+        with stream:
+            if event.call_details.method != _METHOD:
                 stream.end(grpc.StatusCode.UNIMPLEMENTED, "Method not found!")
                 return
-            lane = self._service.admit(peer)  # (PeerAborted if refused: nothing attached)
+            peer = _GrpcPeer(stream, event.invocation_metadata)
+            stream.lane = self._service.admit(peer)  # (PeerAborted if refused)
             self._service.attach(peer)
-            attached = True
-            outbox: queue.SimpleQueue = queue.SimpleQueue()
-            while (message := stream.receive()) is not None:
-                for reply in self._service.replies(peer, message, lane, outbox):
-                    stream.send(reply)
-                del message  # not kept while the stream waits for its next one
-            stream.end(grpc.StatusCode.OK, "")
-        except streams.PeerAborted as e:
-            stream.end(e.code, e.details)
-        except streams.StreamBroken:  # the client went away, or the server was stopped
-            pass
-        except Exception:  # noqa: BLE001 - a failure of ours: said to the client, not its text
-            logging.exception("Courier gRPC stream failed")
-            stream.end(grpc.StatusCode.INTERNAL, "courier: the server failed (see its log)")
-        finally:
-            if attached:
-                self._service.end_stream(peer, lane)
-            stream.finish()
+            stream.peer = peer
+            stream.receive()
+
+    def _forget(self, stream: _ServerStream) -> None:
+        """Forgets a stream let go; the last one after the core's shutdown shuts the queue."""
+        if stream.peer is not None:
+            self._service.end_stream(stream.peer, stream.lane)
+        with self._lock:
+            self._streams -= 1
+            last = self._stopped.is_set() and not self._streams
+        if last:
+            self._queue.shutdown()
+
+    def _answer(self, stream: _ServerStream, event) -> None:
+        """Answers the message a receive brought (the batch may have carried the reply to
+        the one before); None is the client's end of the stream."""
+        with stream:
+            stream.completed(_RECEIVE, event.success)
+            if not event.success:
+                raise streams.StreamBroken(grpc.StatusCode.CANCELLED, "the stream was cancelled")
+            message = event.batch_operations[-1].message()
+            if message is None:
+                stream.end(grpc.StatusCode.OK, "")
+                return
+            for reply, last in self._service.replies(stream.peer, message, stream.lane,
+                                                     stream.outbox):
+                if last:  # sent once the server is done with the message (see __enter__)
+                    final = reply
+                else:
+                    stream.send(reply, then_receive=False)
+            del message  # not kept while the stream waits for its next one
+            stream.send(final, then_receive=True)
 
 
 class _ServerStream:
-    """The server's end of one gRPC stream, driven by its own thread on its own queue.
+    """The server's end of one gRPC stream, its operations completed on the server's queue
+    (whichever thread takes them). It is let go once it is over: nothing of it on its way,
+    and no thread answering it."""
 
-    At most one message is sent at a time (gRPC's rule), so a reply waits for the last to
-    have gone to the transport; that wait is on this queue too, and rarely sleeps.
-    """
-
-    def __init__(self, call, call_queue: cygrpc.CompletionQueue):
+    def __init__(self, call, gone: Callable[[_ServerStream], None]):
+        self.peer: _GrpcPeer | None = None  # once attached
+        self.lane: shared_memory.Lane | None = None
+        self.outbox: queue.SimpleQueue = queue.SimpleQueue()
         self._call = call
-        self._queue = call_queue
+        self._gone = gone
+        self._lock = threading.Lock()
         self._due: set[str] = set()
+        self._queued: collections.deque = collections.deque()  # sends after the one on its way
+        self._sending = False
+        self._busy = 0  # threads answering it
+        self._broken = False
         self._metadata_sent = False
         self._ended = False
-        # Learns when the client has gone (its cancel, or its connection lost).
+        # Learns when the call is over (its status sent, its client's cancel, its
+        # connection lost): until then, the stream is not let go.
         self._start((cygrpc.ReceiveCloseOnServerOperation(_NO_FLAGS),), _CLOSE)
+
+    def __enter__(self) -> None:
+        """A thread answers the stream: it is not let go meanwhile. (Two may, for a moment:
+        one that has just opened the receive of the next message, and the one that takes
+        that message.)"""
+        with self._lock:
+            self._busy += 1
+
+    def __exit__(self, kind, error, traceback) -> bool:
+        """The thread is done with the stream; how the answer failed ends it so (with the
+        status of an abort, or broken), and one that is over is let go."""
+        try:
+            if isinstance(error, streams.PeerAborted):
+                self.end(error.code, error.details)
+            elif isinstance(error, streams.StreamBroken):
+                self.cancel()
+            elif isinstance(error, Exception):  # a failure of ours: said, not its text
+                logging.error("Courier gRPC stream failed", exc_info=error)
+                self.end(grpc.StatusCode.INTERNAL, "courier: the server failed (see its log)")
+        except streams.StreamBroken:
+            self.cancel()
+        with self._lock:
+            self._busy -= 1
+            over = self._over()
+        if over:
+            self._let_go()
+        return isinstance(error, Exception)
 
     def send_initial_metadata(self, metadata: tuple) -> None:
         self._metadata_sent = True
         self._start((cygrpc.SendInitialMetadataOperation(metadata, _NO_FLAGS),), _METADATA)
 
-    def receive(self) -> bytes | None:
-        """The next message, or None once the client has said it sends no more.
-
-        Raises:
-          streams.StreamBroken: the stream was cancelled (by its client or the stop).
-        """
+    def receive(self) -> None:
+        """Opens the receive of the next message."""
         self._start((cygrpc.ReceiveMessageOperation(_NO_FLAGS),), _RECEIVE)
-        event = self._wait_for(_RECEIVE)
-        if not event.success:
-            raise streams.StreamBroken(grpc.StatusCode.CANCELLED, "the stream was cancelled")
-        return event.batch_operations[0].message()
 
-    def send(self, chunks: list) -> None:
-        if _SEND in self._due:
-            if not self._wait_for(_SEND).success:
-                raise streams.StreamBroken(grpc.StatusCode.CANCELLED, "the send failed")
+    def send(self, chunks: list, then_receive: bool) -> None:
+        """Sends a reply, with the receive of the next message if it is the last."""
         operations = (cygrpc.SendMessageOperation(b"".join(chunks), _NO_FLAGS),)
-        self._start(self._with_metadata(operations), _SEND)
+        if then_receive:
+            self._send_in_order(operations + (cygrpc.ReceiveMessageOperation(_NO_FLAGS),),
+                                _RECEIVE)
+        else:
+            self._send_in_order(operations, _SEND)
 
     def end(self, code: grpc.StatusCode, details: str) -> None:
         """Ends the stream with a status (after every message sent)."""
@@ -220,49 +274,67 @@ class _ServerStream:
             return
         self._ended = True
         status = grpc_common.STATUS_CODE_TO_CYGRPC_STATUS_CODE[code]
-        operations = (cygrpc.SendStatusFromServerOperation((), status, details, _NO_FLAGS),)
-        try:
-            self._start(self._with_metadata(operations), _STATUS)
-        except streams.StreamBroken:
-            pass  # the call is over already
+        self._send_in_order((cygrpc.SendStatusFromServerOperation((), status, details,
+                                                                   _NO_FLAGS),), _STATUS)
 
-    def finish(self) -> None:
-        """Waits for what is outstanding on the stream (cancelled first if it has not
-        ended), then lets go of its queue."""
-        if not self._ended or _RECEIVE in self._due:
+    def cancel(self) -> None:
+        """Ends the stream without a status (it broke), if it has not ended."""
+        if not self._ended:
+            self._ended = True
             self._call.cancel(cygrpc.StatusCode.cancelled, "courier: the stream ended")
-        while self._due:
-            self._next_event()
-        _let_go(self._queue)
 
-    def _with_metadata(self, operations: tuple) -> tuple:
-        if self._metadata_sent:
-            return operations
-        self._metadata_sent = True
-        return (cygrpc.SendInitialMetadataOperation((), _NO_FLAGS), *operations)
+    def completed(self, operation: str, success: bool) -> None:
+        """Notes an operation's completion; starts the send it held up, if any."""
+        with self._lock:
+            self._due.discard(operation)
+            if operation in (_SEND, _RECEIVE, _STATUS):
+                self._sending = False
+                if not success:
+                    self._broken = True
+                elif self._queued:
+                    try:
+                        self._start_locked(*self._queued.popleft())
+                        self._sending = True
+                    except streams.StreamBroken:
+                        pass  # the call is over: its close comes, and lets the stream go
+            over = self._over()
+        if over:
+            self._let_go()
+
+    def _send_in_order(self, operations: tuple, tag: str) -> None:
+        if not self._metadata_sent:
+            self._metadata_sent = True
+            operations = (cygrpc.SendInitialMetadataOperation((), _NO_FLAGS), *operations)
+        with self._lock:
+            if self._broken:
+                raise streams.StreamBroken(grpc.StatusCode.CANCELLED, "the send failed")
+            if self._sending:
+                self._queued.append((operations, tag))
+            else:
+                self._start_locked(operations, tag)
+                self._sending = True
 
     def _start(self, operations: tuple, tag: str) -> None:
-        if self._call.start_server_batch(operations, tag) != cygrpc.CallError.ok:
+        with self._lock:
+            self._start_locked(operations, tag)
+
+    def _start_locked(self, operations: tuple, tag: str) -> None:
+        if self._call.start_server_batch(operations, (self, tag)) != cygrpc.CallError.ok:
+            self._broken = True
             raise streams.StreamBroken(grpc.StatusCode.CANCELLED, "the stream is over")
         self._due.add(tag)
 
-    def _wait_for(self, tag: str):
-        while True:
-            event = self._next_event()
-            if event.tag == tag:
-                return event
+    def _over(self) -> bool:
+        """Nothing of the stream on its way (its close among it: the call is over) and no
+        thread answering it (lock held)."""
+        return not self._due and not self._busy and self._call is not None
 
-    def _next_event(self):
-        event = self._queue.poll()
-        self._due.discard(event.tag)
-        return event
-
-
-def _let_go(call_queue: cygrpc.CompletionQueue) -> None:
-    """Shuts a stream's queue down once nothing is outstanding on it."""
-    call_queue.shutdown()
-    while call_queue.poll().completion_type != cygrpc.CompletionType.queue_shutdown:
-        pass
+    def _let_go(self) -> None:
+        with self._lock:
+            if self._call is None:
+                return
+            self._call = None  # (once)
+        self._gone(self)
 
 
 class _GrpcPeer:

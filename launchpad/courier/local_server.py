@@ -15,8 +15,8 @@ See local_sockets.py for the transport, its sockets and who may use them.
   handler, running the calls as server.py says, and goes on with the next message while
   one comes within `_NEXT_MESSAGE_SPIN_SECS` (only for a stream that calls back to back);
   then it hands the stream back to the epoll.
-  A thread is added whenever none is left waiting, and one that waited `_IDLE_THREAD_SECS`
-  for nothing ends.
+  A thread is added whenever the last one waiting takes a stream, and one that has served
+  its stream ends if others wait already (threads.Pollers).
 
 So a thread serves a stream only while a message of it is being answered. A server of
 thousands of idle or slow streams (a controller of thousands of nodes) runs on a few
@@ -38,13 +38,12 @@ import time
 import grpc
 from absl import logging
 
-from launchpad.courier import hosts, local_sockets, records, shared_memory, streams
+from launchpad.courier import hosts, local_sockets, records, shared_memory, streams, threads
 from launchpad.courier.tls import TLS
 
 HANDSHAKE_SECS = 5.0
 MAX_HANDSHAKES = 1024
 _MAX_THREADS = 4096  # streams being answered at once (a call that blocks holds one)
-_IDLE_THREAD_SECS = 30.0
 _BACKLOG = 4096
 _ACCEPTS_PER_WAKE = 64  # then hellos that came meanwhile are looked at
 _ACCEPT_RETRY_SECS = 0.05
@@ -71,8 +70,7 @@ class LocalServer:
         self._lock = threading.Lock()
         self._streams: dict[int, _Stream] = {}  # fd -> every connection not yet closed
         self._greeting: collections.OrderedDict[int, _Stream] = collections.OrderedDict()
-        self._threads = 1  # the accepting thread, and the stream threads
-        self._waiting_threads = 0
+        self._running = 2  # the accepting thread, and the stream threads (all of them)
         self._greeter = select.epoll()  # the listener and connections without their hello
         self._served = select.epoll()  # streams waiting for their next message
         # Written by stop(), for the accepting thread; and once the server and its last
@@ -98,6 +96,9 @@ class LocalServer:
         self._served.register(self._end_fd, select.EPOLLIN)
         self._thread = threading.Thread(target=self._accept_and_greet,
                                         name="courier-local-accept", daemon=True)
+        self._stream_threads = threads.Pollers("courier-local", self._next_ready, self._serve,
+                                               ended=self._thread_ends,
+                                               max_threads=_MAX_THREADS)
 
     @classmethod
     def bind(cls, service: streams.SocketService, host: str, port: int,
@@ -121,6 +122,7 @@ class LocalServer:
 
     def start(self) -> None:
         self._thread.start()
+        self._stream_threads.start()
 
     def stop(self) -> None:
         """Stops accepting and lets go of connections still without a hello. Open streams
@@ -203,8 +205,6 @@ class LocalServer:
         stream.connection.setblocking(True)
         stream.epoll = self._served
         self._served.register(stream.fd, _WAITING)
-        if self._waiting_threads == 0:
-            self._add_thread()
 
     def _until_first_deadline(self) -> float:
         """Seconds until the oldest greeting connection's hello is due (-1: none waits)."""
@@ -220,39 +220,21 @@ class LocalServer:
 
     # ------------------------------------------------------------------ stream threads
 
-    def _add_thread(self) -> None:
-        """Adds a stream thread (lock not held), unless there are as many as allowed."""
-        with self._lock:
-            if self._threads > _MAX_THREADS:
-                return
-            self._threads += 1
-        threading.Thread(target=self._serve_streams, name="courier-local", daemon=True).start()
-
-    def _serve_streams(self) -> None:
-        """A stream thread: serves whichever stream the epoll hands it, until the server
-        has ended and its last stream with it, or until it has waited long for nothing
-        while another thread waits too."""
+    def _next_ready(self) -> _Stream | object:
+        """The next stream with a message, for a stream thread; threads.ENDED once the
+        server has ended and its last stream with it."""
         while True:
             with self._lock:
                 if self._stopped and not self._streams:
-                    break
-                self._waiting_threads += 1
+                    return threads.ENDED
             try:
-                events = self._served.poll(_IDLE_THREAD_SECS, 1)
+                events = self._served.poll(-1, 1)
             except InterruptedError:
-                events = []
+                continue
             with self._lock:
-                self._waiting_threads -= 1
-                if not events and self._waiting_threads:
-                    break  # idle for long, and not the last one waiting
                 stream = self._streams.get(events[0][0]) if events else None
-                more = stream is not None and self._waiting_threads == 0
-            if more:
-                self._add_thread()  # so that a next message never waits for a thread
             if stream is not None:
-                self._serve(stream)
-                del stream
-        self._thread_ends()
+                return stream
 
     def _serve(self, stream: _Stream) -> None:
         """Answers the stream's messages while they come; then hands it back to the epoll."""
@@ -275,8 +257,8 @@ class LocalServer:
                 if kind != local_sockets.MESSAGE:  # the client ended the stream
                     self._finish(stream, grpc.StatusCode.OK, "")
                     return
-                for reply in self._service.replies(stream.peer, message, stream.lane,
-                                                   stream.outbox):
+                for reply, _ in self._service.replies(stream.peer, message, stream.lane,
+                                                      stream.outbox):
                     records.send(stream.connection, local_sockets.MESSAGE, reply)
                 del message  # not kept while the stream waits for its next one
                 stream.replied = time.perf_counter()
@@ -349,9 +331,11 @@ class LocalServer:
             self._signal(self._end_fd)  # the stream threads end with the last stream
 
     def _thread_ends(self) -> None:
+        """The accepting thread, or the last stream thread, has ended; the second of them
+        closes what they used."""
         with self._lock:
-            self._threads -= 1
-            last = self._threads == 0
+            self._running -= 1
+            last = self._running == 0
         if last:
             self._close_fds()
 

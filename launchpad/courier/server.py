@@ -219,13 +219,12 @@ class Server:
 
     def replies(self, peer: streams.Peer, message: bytes | memoryview,
                 lane: shared_memory.Lane | None,
-                outbox: queue.SimpleQueue) -> Iterator[list]:
-        """The chunks of each reply to one message of a socket stream (gRPC or local). The
-        stream waits for its next message again once its transport, having sent the last
-        reply, asks for more."""
+                outbox: queue.SimpleQueue) -> Iterator[tuple[list, bool]]:
+        """The chunks of each reply to one message of a socket stream (gRPC or local), each
+        with whether it is the last. The stream waits for its next message again once its
+        transport, having sent the last reply, asks for more."""
         self._set_waiting(peer, False)
-        for reply, _ in self._answer(peer, message, lane, outbox, run_last_here=True):
-            yield reply
+        yield from self._answer(peer, message, lane, outbox, run_last_here=True)
         del message
         self._set_waiting(peer, True)
 

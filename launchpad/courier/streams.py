@@ -128,6 +128,7 @@ class SocketService(Protocol):
 
     def replies(self, peer: Peer, message: bytes | memoryview,
                 lane: shared_memory.Lane | None,
-                outbox: queue.SimpleQueue) -> Iterator[list]: ...
+                outbox: queue.SimpleQueue) -> Iterator[tuple[list, bool]]:
+        """Each reply's chunks, and whether it is the last reply to this message."""
 
     def end_stream(self, peer: Peer, lane: shared_memory.Lane | None) -> None: ...

@@ -4,14 +4,16 @@ hold up the interpreter's exit (a handler stuck after its server stopped, say)."
 from __future__ import annotations
 
 import os
+import queue
 import subprocess
 import sys
 import textwrap
 import threading
+import time
 
 import pytest
 
-from launchpad.courier.threads import DaemonThreadPool
+from launchpad.courier.threads import ENDED, DaemonThreadPool, Pollers
 
 pytestmark = pytest.mark.timeout(60)
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -105,3 +107,86 @@ def test_a_handler_stuck_after_its_server_stopped_does_not_keep_the_process_aliv
     assert result.returncode == 0, result.stderr
     assert "server stopped" in result.stdout
     assert "still running: block" in result.stderr  # the warning names the stuck method
+
+
+# --- Pollers ---
+
+class _Events:
+    """A place Pollers wait in: events put in order, and the end, which every waiter sees."""
+
+    def __init__(self):
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+
+    def put(self, event) -> None:
+        self._queue.put(event)
+
+    def end(self) -> None:
+        self._queue.put(ENDED)
+
+    def wait(self):
+        event = self._queue.get()
+        if event is ENDED:
+            self._queue.put(ENDED)  # for the next waiter too
+        return event
+
+
+def _pollers_alive() -> int:
+    return sum(1 for t in threading.enumerate() if t.name == "test-pollers" and t.is_alive())
+
+
+def _until(condition, seconds: float = 10.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() >= deadline:
+            return False
+        threading.Event().wait(0.01)
+    return True
+
+
+def test_pollers_handle_a_burst_of_blocking_events_at_once_then_shrink_and_end():
+    burst = 24
+    events, all_in, ended = _Events(), threading.Barrier(burst + 1), threading.Event()
+    ends = []
+
+    def handle(event) -> None:
+        if event == "block":
+            all_in.wait(timeout=10)  # every one of the burst is handled at the same time
+
+    def on_end() -> None:
+        ends.append(1)
+        ended.set()
+
+    pollers = Pollers("test-pollers", events.wait, handle, on_end, max_threads=64, spare=2)
+    pollers.start()
+    for _ in range(burst):
+        events.put("block")
+    all_in.wait(timeout=10)  # (broken, and raising, if the burst was not served at once)
+    assert _until(lambda: _pollers_alive() <= 3), _pollers_alive()  # the spare ones, + 1
+    events.end()
+    assert ended.wait(10)
+    assert _until(lambda: _pollers_alive() == 0)
+    assert ends == [1]
+
+
+def test_pollers_never_run_more_threads_than_allowed():
+    events, release = _Events(), threading.Event()
+    running, most = [0], [0]
+    lock = threading.Lock()
+
+    def handle(event) -> None:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        release.wait(10)
+        with lock:
+            running[0] -= 1
+
+    pollers = Pollers("test-pollers", events.wait, handle, lambda: None, max_threads=4)
+    pollers.start()
+    for _ in range(10):
+        events.put("work")
+    assert _until(lambda: running[0] == 4)
+    release.set()
+    events.end()
+    assert _until(lambda: _pollers_alive() == 0)
+    assert most[0] == 4
