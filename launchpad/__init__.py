@@ -41,14 +41,11 @@ from launchpad.launch.remote import RemoteController
 from launchpad.launch.resources import Resources
 from launchpad.launch.slurm_settings import SlurmSettings
 from launchpad.nodes.base import Handle, Node
-from launchpad.nodes.cacher import CacherNode, StaleDataError
-from launchpad.nodes.colocation import (
-    ColocationError,
-    MultiProcessingColocation,
-    MultiThreadingColocation,
-)
+from launchpad.nodes.cacher import CacherNode
+from launchpad.nodes.colocation import MultiProcessingColocation, MultiThreadingColocation
 from launchpad.nodes.courier.node import CourierClient, CourierHandle, CourierNode
 from launchpad.nodes.dereference import Deferred
+from launchpad.nodes.errors import ColocationError, StaleDataError
 from launchpad.nodes.python.local_multi_processing import PythonProcess
 from launchpad.nodes.python.node import PyClassNode, PyNode
 from launchpad.nodes.python.xm_docker import DockerConfig

@@ -32,10 +32,9 @@ from typing import Any, Protocol
 
 from absl import logging
 
-from launchpad import control
-from launchpad.courier import client as courier_client
-from launchpad.courier import server as courier_server
-from launchpad.courier.tls import TLS
+from launchpad import control, courier
+from launchpad.courier import TLS
+from launchpad.errors import NoContextError
 
 
 class LaunchType(str, enum.Enum):
@@ -80,9 +79,6 @@ class ProcessStarter(Protocol):
         """Ends `processes`: after the grace period if `graceful`, else now."""
 
 
-class NoContextError(RuntimeError):
-    """A node-only API was used outside any running program's node."""
-
 
 @dataclasses.dataclass(eq=False)
 class NodeContext:
@@ -106,7 +102,7 @@ class NodeContext:
     handlers_done: threading.Event = dataclasses.field(default_factory=threading.Event)
     # The courier servers this node made (shared with its colocated children's contexts):
     # their call counters are the node's telemetry.
-    servers: list[courier_server.Server] = dataclasses.field(default_factory=list)
+    servers: list[courier.Server] = dataclasses.field(default_factory=list)
     launch_type: str = ""  # the LaunchType's value ("" for a standalone context)
 
     @property
@@ -137,15 +133,15 @@ class NodeContext:
         return control.NodeResolver(self.controller_address, self.token, label, index, name,
                                     self.tls)
 
-    def client_of(self, label: str, index: int, **options: Any) -> courier_client.Client:
+    def client_of(self, label: str, index: int, **options: Any) -> courier.Client:
         """A courier client of node label/index of this program (`options`: see Client)."""
-        return courier_client.Client(self.resolver(label, index), token=self.token,
+        return courier.Client(self.resolver(label, index), token=self.token,
                                      tls=self.tls, **options)
 
-    def new_server(self, **options: Any) -> courier_server.Server:
+    def new_server(self, **options: Any) -> courier.Server:
         """A courier server for this node: bound where the program reaches it, with its
         token (and TLS); `options`: see Server."""
-        server = courier_server.Server(None, host=self.bind_host, token=self.token,
+        server = courier.Server(None, host=self.bind_host, token=self.token,
                                        tls=self.tls, **options)
         self.servers.append(server)
         return server

@@ -45,17 +45,13 @@ import threading
 
 import cloudpickle
 
-from launchpad.courier import client as courier_client
-from launchpad.courier import errors as courier_errors
-from launchpad.courier.hosts import host_identity
-from launchpad.courier.tls import TLS
+from launchpad import courier
+from launchpad.courier import TLS, host_identity
+from launchpad.errors import ControllerProtocolError
 from launchpad.telemetry import NodeSample, ProgramStatus
 
 PROTOCOL_VERSION = 3
 
-
-class ControllerProtocolError(RuntimeError):
-    """The controller speaks another version of the protocol than this process."""
 
 
 class ControllerClient:
@@ -70,7 +66,7 @@ class ControllerClient:
     def __init__(self, address: str, token: str, tls: TLS | None = None):
         self.address = address
         # The controller exists before any node starts: if it cannot be reached, it is gone.
-        self._client = courier_client.Client(address, token=token, wait_for_ready=False,
+        self._client = courier.Client(address, token=token, wait_for_ready=False,
                                              tls=tls)
         self._checked = False
         self._ended = False  # (set by forget(): its calls fail at once)
@@ -84,7 +80,7 @@ class ControllerClient:
 
     def _check_open(self) -> None:
         if self._ended:
-            raise courier_errors.ServerUnavailableError(
+            raise courier.ServerUnavailableError(
                 f"The controller at {self.address} has ended")
 
     def _check_version(self, timeout: float | None) -> None:
@@ -171,7 +167,7 @@ class ControllerClient:
         nothing to do if its controller has ended already."""
         try:
             self._call("request_stop", reason)
-        except courier_errors.ServerUnavailableError:
+        except courier.ServerUnavailableError:
             pass
 
     def exit_codes(self) -> dict[str, int | None]:
@@ -288,8 +284,8 @@ class NodeResolver:
         try:
             return client_for(self._controller_address, self._token, self._tls).resolve(
                 self._label, self._index, self._name, timeout)
-        except courier_errors.ServerUnavailableError as e:
-            raise courier_errors.ServerUnavailableError(
+        except courier.ServerUnavailableError as e:
+            raise courier.ServerUnavailableError(
                 f"Cannot reach node {self._label}/{self._index}: its program's controller at "
                 f"{self._controller_address} is gone (the program has stopped)") from e
 

@@ -23,7 +23,7 @@ import os
 import resource
 import time
 
-from launchpad.courier.metrics import LATENCY_BOUNDS_SECS, MethodCounts
+from launchpad.courier import LATENCY_BOUNDS_SECS, MethodCounts
 
 REPORT_SECS = 2.0  # how often a node sends its sample
 _BOUND = 1 << 63  # what a sample's counts, sizes, times and seconds stay below

@@ -1,6 +1,7 @@
 """What `import launchpad` costs and exposes, and the layering of DESIGN.md section 3."""
 
 import ast
+import builtins
 import pathlib
 import subprocess
 import sys
@@ -143,3 +144,72 @@ def test_launchpads_top_level_courier_package_is_imported_by_nothing_of_ours():
                    and not m.startswith(("launchpad.courier", "launchpad.context"))
                    and m != "launchpad"}
         assert not outside, f"{path.relative_to(top.parent)} imports {outside}"
+
+
+# --- The rules of a house: public faces, one package import, errors in their modules ---
+
+def _is_module(dotted: str) -> bool:
+    """Whether `dotted` (launchpad...) names a module or package of the tree."""
+    path = PACKAGE.parent.joinpath(*dotted.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def _modules_imported(path: pathlib.Path) -> set[str]:
+    """Every launchpad module `path` imports, anywhere in it: `from a import b` counts as
+    importing a.b when b is a module, and as importing a itself otherwise."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                dotted = f"{node.module}.{alias.name}"
+                found.add(dotted if _is_module(dotted) else node.module)
+    return {m for m in found if m == "launchpad" or m.startswith("launchpad.")}
+
+
+def _sources_outside_courier() -> list[pathlib.Path]:
+    """The code that uses courier as a user does: the rest of the package, Launchpad's
+    `courier` package over ours, and the examples. (Courier's own tests, and the benchmarks
+    that measure its transports against raw sockets, look inside it on purpose.)"""
+    root = PACKAGE.parent
+    return ([p for p in PACKAGE.rglob("*.py") if "courier" != p.relative_to(PACKAGE).parts[0]]
+            + list((root / "courier").rglob("*.py")) + list((root / "examples").rglob("*.py")))
+
+
+def test_nothing_outside_courier_imports_its_modules():
+    """Courier's face is its package (courier/__init__): its modules are its own to move."""
+    for path in _sources_outside_courier():
+        inside = {m for m in _modules_imported(path) if m.startswith("launchpad.courier.")}
+        assert not inside, f"{path} imports courier's modules {inside}: use launchpad.courier"
+
+
+def test_no_module_of_the_package_imports_the_package_itself():
+    """A module of launchpad imports the modules it uses, never `launchpad` (whose
+    __init__ loads the whole public API, and whose import from inside it is a cycle)."""
+    for path in PACKAGE.rglob("*.py"):
+        if path == PACKAGE / "__init__.py":
+            continue
+        assert "launchpad" not in _modules_imported(path), f"{path} imports launchpad itself"
+
+
+def _is_exception_class(node: ast.ClassDef, known: set[str]) -> bool:
+    for base in node.bases:
+        name = base.attr if isinstance(base, ast.Attribute) else getattr(base, "id", "")
+        builtin = getattr(builtins, name, None)
+        if name in known or (isinstance(builtin, type) and issubclass(builtin, BaseException)):
+            return True
+    return False
+
+
+def test_errors_are_defined_in_the_errors_modules():
+    """Each layer defines its errors once, in its errors.py, where a reader looks for them."""
+    known = {node.name for path in PACKAGE.rglob("errors.py")
+             for node in ast.walk(ast.parse(path.read_text()))
+             if isinstance(node, ast.ClassDef)}
+    for path in PACKAGE.rglob("*.py"):
+        if path.name == "errors.py":
+            continue
+        defined = [node.name for node in ast.walk(ast.parse(path.read_text()))
+                   if isinstance(node, ast.ClassDef) and _is_exception_class(node, known)]
+        assert not defined, f"{path.relative_to(PACKAGE)} defines errors {defined}"

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import datetime
 
-from launchpad import context
-from launchpad.courier import client as courier_client
+from launchpad import context, courier
 
 
-class Client(courier_client.Client):
+class Client(courier.Client):
     """A client of the courier server at `server_address` ('host:port').
 
     Args:
@@ -35,6 +34,6 @@ class Client(courier_client.Client):
                          wait_for_ready=wait_for_ready)
 
 
-list_methods = courier_client.list_methods
+list_methods = courier.list_methods
 
 __all__ = ["Client", "list_methods"]

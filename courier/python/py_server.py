@@ -5,7 +5,7 @@ made in."""
 from __future__ import annotations
 
 from launchpad import context
-from launchpad.courier.function_server import FunctionServer
+from launchpad.courier import FunctionServer
 
 
 class Server(FunctionServer):

@@ -23,9 +23,9 @@ import argparse
 import importlib.metadata
 from collections.abc import Sequence
 
-from launchpad import control
+from launchpad import courier
 from launchpad.cli import launching, logs, programs, runs, status
-from launchpad.courier import errors as courier_errors
+from launchpad.errors import ControllerProtocolError
 from launchpad.launch.errors import LaunchError
 
 
@@ -62,6 +62,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args.handler(args)  # a launch script's errors are its own, as under `python`
     try:
         return args.handler(args)
-    except (LaunchError, courier_errors.CourierError, control.ControllerProtocolError,
+    except (LaunchError, courier.CourierError, ControllerProtocolError,
             TimeoutError) as e:
         raise SystemExit(f"launchpad: {str(e).splitlines()[0]}") from e

@@ -16,9 +16,8 @@ import signal
 import sys
 import threading
 
-from launchpad import control, telemetry
+from launchpad import control, courier, telemetry
 from launchpad.cli import runs, status
-from launchpad.courier import errors as courier_errors
 
 _CHUNK = 1 << 20  # bytes asked for per read
 _FOLLOW_POLL_SECS = 0.2  # how often -f asks for more once it has read all there is
@@ -79,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     except BrokenPipeError:  # (`| head`): the reader has gone; nothing more to say
         with contextlib.suppress(OSError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    except courier_errors.ServerUnavailableError:
+    except courier.ServerUnavailableError:
         if not args.follow:
             runs.gone(found)
         # a follow ends with the program

@@ -16,8 +16,7 @@ import sys
 import time
 from typing import NoReturn
 
-from launchpad import control
-from launchpad.courier import errors as courier_errors
+from launchpad import control, courier
 from launchpad.launch import run_records, run_registry
 
 CALL_SECS = 30.0  # how long a controller may take to answer a command's question
@@ -139,7 +138,7 @@ def stop(args: argparse.Namespace) -> int:
     try:
         controller.request_stop(f"launchpad stop from pid {os.getpid()}")
         controller.wait_for_end(args.timeout)
-    except courier_errors.ServerUnavailableError:
+    except courier.ServerUnavailableError:
         pass  # it ended before it could say so
     except TimeoutError:
         fail(f"run {run.run_id} has not stopped within {args.timeout:g} s (its nodes are "

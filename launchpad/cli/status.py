@@ -13,9 +13,8 @@ import argparse
 import dataclasses
 import json
 
-from launchpad import telemetry
+from launchpad import courier, telemetry
 from launchpad.cli import runs
-from launchpad.courier import errors as courier_errors
 from launchpad.launch import run_records, status_text
 
 
@@ -43,7 +42,7 @@ def of(run: run_records.Run) -> telemetry.ProgramStatus:
     client = runs.client(run)
     try:
         return client.status(runs.CALL_SECS)
-    except courier_errors.ServerUnavailableError:
+    except courier.ServerUnavailableError:
         runs.gone(run)
     finally:
         client.close()

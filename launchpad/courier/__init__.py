@@ -1,6 +1,11 @@
-"""Courier: calls Python methods across processes over gRPC (see DESIGN.md section 5).
+"""Courier: calls Python methods across threads, processes and hosts (see DESIGN.md section 5).
 
-This package knows nothing of programs, nodes or launchers.
+A `Server` serves the public methods of an object on three transports at once (in the same
+process, a Unix socket on the same host, gRPC between hosts); a `Client` calls them through
+the fastest that reaches it. ARCHITECTURE.md describes the modules.
+
+This package knows nothing of programs, nodes or launchers. What the rest of launchpad uses
+of it is exported here, and only here: its modules are private to it (tests/test_imports.py).
 """
 
 import os
@@ -11,8 +16,10 @@ os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
 # ruff: noqa: E402
 
+from launchpad.courier.allocator import retain_freed_memory
 from launchpad.courier.batching import batched_handler
 from launchpad.courier.client import Client, list_methods
+from launchpad.courier.connection import settle
 from launchpad.courier.errors import (
     AddressInUseError,
     CallTimeoutError,
@@ -24,11 +31,19 @@ from launchpad.courier.errors import (
     ServerUnavailableError,
     UnknownMethodError,
 )
-from launchpad.courier.server import Server
+from launchpad.courier.function_server import FunctionServer
+from launchpad.courier.hosts import host_identity
+from launchpad.courier.metrics import LATENCY_BOUNDS_SECS, MethodCounts
+from launchpad.courier.metrics import summed as summed_metrics
+from launchpad.courier.server import Server, public_methods
 from launchpad.courier.tls import TLS
+from launchpad.courier.transport import mode_of as transport_mode
 
 __all__ = [
-    "AddressInUseError", "CallTimeoutError", "Client", "ClientClosedError", "CourierError",
+    "LATENCY_BOUNDS_SECS", "AddressInUseError", "CallTimeoutError", "Client",
+    "ClientClosedError", "CourierError", "FunctionServer", "MethodCounts",
     "PermissionDeniedError", "RemoteError", "SerializationError", "Server",
-    "ServerUnavailableError", "TLS", "UnknownMethodError", "batched_handler", "list_methods",
+    "ServerUnavailableError", "TLS", "UnknownMethodError", "batched_handler", "host_identity",
+    "list_methods", "public_methods", "retain_freed_memory", "settle", "summed_metrics",
+    "transport_mode",
 ]

@@ -204,7 +204,7 @@ class Connection:
             return None
         try:
             return self._new_stream()
-        except streams.StreamBroken:  # e.g. a local server's socket that is gone
+        except errors.StreamBroken:  # e.g. a local server's socket that is gone
             return None
 
     def _let_go(self, stream: _Stream) -> None:
@@ -304,7 +304,7 @@ class Connection:
                     stream.transport.finish()
                     return False
                 reply = stream.transport.receive()
-        except streams.StreamBroken as e:
+        except errors.StreamBroken as e:
             self._stream_broke(stream, streams.error_for_broken_stream(e, self.address))
         except Exception as e:  # noqa: BLE001 - a malformed reply: fail, do not hang
             stream.transport.finish()

@@ -10,6 +10,11 @@ cannot be rebuilt here.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import grpc
+
 
 class CourierError(Exception):
     """Base class of every error raised by the courier layer itself."""
@@ -100,3 +105,25 @@ class AddressInUseError(CourierError, OSError):
     """A server could not bind its address (the port is taken or not available)."""
 
     code = 6  # ALREADY_EXISTS
+
+
+# Signals between a stream's transport and the server or client driving it, never raised
+# to a user.
+
+
+class StreamBroken(Exception):
+    """The stream ended or failed; `code` and `details` are its final status."""
+
+    def __init__(self, code: grpc.StatusCode | None, details: str):
+        super().__init__(f"{code.name if code else 'unknown status'}: {details}")
+        self.code = code
+        self.details = details
+
+
+class PeerAborted(Exception):
+    """Raised by a server-side transport's `Peer.abort` to end the stream with a status."""
+
+    def __init__(self, code: grpc.StatusCode, details: str):
+        super().__init__(details)
+        self.code = code
+        self.details = details

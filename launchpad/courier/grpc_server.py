@@ -186,7 +186,7 @@ class GrpcServer:
         with stream:
             stream.completed(_RECEIVE, event.success)
             if not event.success:
-                raise streams.StreamBroken(grpc.StatusCode.CANCELLED, "the stream was cancelled")
+                raise errors.StreamBroken(grpc.StatusCode.CANCELLED, "the stream was cancelled")
             message = event.batch_operations[-1].message()
             if message is None:
                 stream.end(grpc.StatusCode.OK, "")
@@ -235,14 +235,14 @@ class _ServerStream:
         """The thread is done with the stream; how the answer failed ends it so (with the
         status of an abort, or broken), and one that is over is let go."""
         try:
-            if isinstance(error, streams.PeerAborted):
+            if isinstance(error, errors.PeerAborted):
                 self.end(error.code, error.details)
-            elif isinstance(error, streams.StreamBroken):
+            elif isinstance(error, errors.StreamBroken):
                 self.cancel()
             elif isinstance(error, Exception):  # a failure of ours: said, not its text
                 logging.error("Courier gRPC stream failed", exc_info=error)
                 self.end(grpc.StatusCode.INTERNAL, "courier: the server failed (see its log)")
-        except streams.StreamBroken:
+        except errors.StreamBroken:
             self.cancel()
         with self._lock:
             self._busy -= 1
@@ -295,7 +295,7 @@ class _ServerStream:
                     try:
                         self._start_locked(*self._queued.popleft())
                         self._sending = True
-                    except streams.StreamBroken:
+                    except errors.StreamBroken:
                         pass  # the call is over: its close comes, and lets the stream go
             over = self._over()
         if over:
@@ -307,7 +307,7 @@ class _ServerStream:
             operations = (cygrpc.SendInitialMetadataOperation((), _NO_FLAGS), *operations)
         with self._lock:
             if self._broken:
-                raise streams.StreamBroken(grpc.StatusCode.CANCELLED, "the send failed")
+                raise errors.StreamBroken(grpc.StatusCode.CANCELLED, "the send failed")
             if self._sending:
                 self._queued.append((operations, tag))
             else:
@@ -321,7 +321,7 @@ class _ServerStream:
     def _start_locked(self, operations: tuple, tag: str) -> None:
         if self._call.start_server_batch(operations, (self, tag)) != cygrpc.CallError.ok:
             self._broken = True
-            raise streams.StreamBroken(grpc.StatusCode.CANCELLED, "the stream is over")
+            raise errors.StreamBroken(grpc.StatusCode.CANCELLED, "the stream is over")
         self._due.add(tag)
 
     def _over(self) -> bool:
@@ -360,7 +360,7 @@ class _GrpcPeer:
         return shared_memory.Lane(peer)
 
     def abort(self, code: grpc.StatusCode, details: str) -> NoReturn:
-        raise streams.PeerAborted(code, details)
+        raise errors.PeerAborted(code, details)
 
     def cancel(self) -> None:
         """Nothing here: the server's graceful stop (GrpcServer.stop) ends the stream once

@@ -38,7 +38,7 @@ import grpc
 from grpc import _common as grpc_common
 from grpc._cython import cygrpc
 
-from launchpad.courier import allocator, shared_memory, streams
+from launchpad.courier import allocator, errors, shared_memory
 from launchpad.courier.tls import TLS
 
 STREAM_METHOD = "/launchpad.courier.Courier/Stream"
@@ -166,7 +166,7 @@ class Stream:
     def __init__(self, channel: GrpcChannel, token: str, offer_shared_memory: bool = False):
         self._channel = channel
         self._due = {_START, _INITIAL_METADATA, _STATUS}
-        self._status: streams.StreamBroken | None = None
+        self._status: errors.StreamBroken | None = None
         self.lane: shared_memory.Lane | None = None
         metadata = ((TOKEN_METADATA_KEY, token),)
         probe = shared_memory.local_probe() if offer_shared_memory else None
@@ -201,7 +201,7 @@ class Stream:
         """Ends the stream; safe from any thread, at any time, more than once."""
         self._call.cancel(cygrpc.StatusCode.cancelled, "courier: the client ended the stream")
 
-    def finish(self) -> streams.StreamBroken:
+    def finish(self) -> errors.StreamBroken:
         """Cancels the stream and waits until nothing of it is outstanding (driver only);
         returns why it ended."""
         if self._due:
@@ -211,7 +211,7 @@ class Stream:
         if self.lane is not None:
             self.lane.close()
             self.lane = None
-        return self._status or streams.StreamBroken(None, "the stream was cancelled")
+        return self._status or errors.StreamBroken(None, "the stream was cancelled")
 
     def _start(self, operations: tuple, tag: str) -> None:
         if self._status is not None or not self._call.operate(operations, tag):
@@ -239,7 +239,7 @@ class Stream:
             event = self._call.next_event()
         except BaseException:  # e.g. KeyboardInterrupt: grpcio has already freed the call
             self._due.clear()
-            self._status = streams.StreamBroken(None, "the wait for the stream was interrupted")
+            self._status = errors.StreamBroken(None, "the wait for the stream was interrupted")
             raise
         self._due.discard(event.tag)
         if event.tag == _INITIAL_METADATA and event.success:
@@ -248,7 +248,7 @@ class Stream:
             for operation in event.batch_operations:
                 if operation.type() == cygrpc.OperationType.receive_status_on_client:
                     code = grpc_common.CYGRPC_STATUS_CODE_TO_STATUS_CODE.get(operation.code())
-                    self._status = streams.StreamBroken(code, operation.details() or "")
+                    self._status = errors.StreamBroken(code, operation.details() or "")
         return event
 
     def _accept_lane(self, event) -> None:

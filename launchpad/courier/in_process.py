@@ -27,7 +27,7 @@ from typing import NoReturn, Protocol
 
 import grpc
 
-from launchpad.courier import hosts, shared_memory, streams
+from launchpad.courier import errors, hosts, shared_memory, streams
 from launchpad.courier.tls import TLS, tls_tag
 
 
@@ -128,9 +128,9 @@ class InProcessStream:
         self._target = target
         self._outbox: queue.SimpleQueue = queue.SimpleQueue()
         self._replies: Iterator[tuple[list, bool]] | None = None
-        self._status: streams.StreamBroken | None = None
+        self._status: errors.StreamBroken | None = None
         if not target.admits(token):
-            self._status = streams.StreamBroken(grpc.StatusCode.PERMISSION_DENIED,
+            self._status = errors.StreamBroken(grpc.StatusCode.PERMISSION_DENIED,
                                                 streams.REFUSED_DETAILS)
         else:
             target.attach(self)
@@ -150,9 +150,9 @@ class InProcessStream:
             raise self._status or self.finish()
         try:
             reply, last = next(self._replies)
-        except streams.PeerAborted as e:
-            raise self._end(streams.StreamBroken(e.code, e.details)) from None
-        except streams.StreamBroken as e:
+        except errors.PeerAborted as e:
+            raise self._end(errors.StreamBroken(e.code, e.details)) from None
+        except errors.StreamBroken as e:
             raise self._end(e) from None
         if self._status is not None:  # the server stopped while the call ran here
             raise self._status
@@ -163,8 +163,8 @@ class InProcessStream:
     def alive(self) -> bool:
         return self._status is None
 
-    def finish(self) -> streams.StreamBroken:
-        return self._end(streams.StreamBroken(None, "the stream was cancelled"))
+    def finish(self) -> errors.StreamBroken:
+        return self._end(errors.StreamBroken(None, "the stream was cancelled"))
 
     # ------------------------------------------------------------ the server's side
 
@@ -172,13 +172,13 @@ class InProcessStream:
         return None  # one address space: the message itself is the one copy
 
     def abort(self, code: grpc.StatusCode, details: str) -> NoReturn:
-        raise streams.PeerAborted(code, details)
+        raise errors.PeerAborted(code, details)
 
     def cancel(self) -> None:
         """Ends the stream (its server stopping, or its client): a wait for a reply ends."""
-        self._end(streams.StreamBroken(grpc.StatusCode.CANCELLED, "the stream was cancelled"))
+        self._end(errors.StreamBroken(grpc.StatusCode.CANCELLED, "the stream was cancelled"))
 
-    def _end(self, status: streams.StreamBroken) -> streams.StreamBroken:
+    def _end(self, status: errors.StreamBroken) -> errors.StreamBroken:
         if self._status is None:
             self._status = status
             self._outbox.put(None)  # wakes a wait for replies (server.py's `_replies`)

@@ -18,7 +18,7 @@ import time
 
 import grpc
 
-from launchpad.courier import hosts, local_sockets, records, shared_memory, streams
+from launchpad.courier import errors, hosts, local_sockets, records, shared_memory
 from launchpad.courier.tls import TLS
 
 _CONNECT_SECS = 1.0
@@ -68,13 +68,13 @@ class LocalChannel:
         """A stream on a new connection (the first one made when the channel was found).
 
         Raises:
-          streams.StreamBroken: the server's socket does not accept connections.
+          errors.StreamBroken: the server's socket does not accept connections.
         """
         first, self._first = self._first, None
         try:
             sock = first or _connect(self._path)
         except OSError as e:
-            raise streams.StreamBroken(grpc.StatusCode.UNAVAILABLE,
+            raise errors.StreamBroken(grpc.StatusCode.UNAVAILABLE,
                                        f"cannot connect to {self._path}: {e}") from e
         return LocalStream(sock, token, offer_shared_memory)
 
@@ -108,7 +108,7 @@ class LocalStream:
         self._reader.spin_secs = _REPLY_SPIN_SECS
         probe = (shared_memory.local_probe() or "") if offer_shared_memory else ""
         self._hello: bytes | None = local_sockets.hello(token, probe)
-        self._status: streams.StreamBroken | None = None
+        self._status: errors.StreamBroken | None = None
         self._cancelled = False
         self._closed = False
         self._answered_at = 0.0
@@ -161,18 +161,18 @@ class LocalStream:
         except OSError:
             pass
 
-    def finish(self) -> streams.StreamBroken:
+    def finish(self) -> errors.StreamBroken:
         if not self._closed:
             self._closed = True
             if self._status is None:
-                self._status = streams.StreamBroken(grpc.StatusCode.CANCELLED,
+                self._status = errors.StreamBroken(grpc.StatusCode.CANCELLED,
                                                     "the stream was cancelled")
             self.cancel()
             self._sock.close()
             if self.lane is not None:
                 self.lane.close()
                 self.lane = None
-        return self._status or streams.StreamBroken(None, "the stream was cancelled")
+        return self._status or errors.StreamBroken(None, "the stream was cancelled")
 
     def _read_answer(self) -> None:
         kind, body = self._read()
@@ -183,7 +183,7 @@ class LocalStream:
         if peer is not None:
             self.lane = shared_memory.Lane(peer)
 
-    def _status_left(self) -> streams.StreamBroken | None:
+    def _status_left(self) -> errors.StreamBroken | None:
         """The status the server sent before it closed the connection, if any."""
         try:
             self._sock.setblocking(False)
@@ -198,18 +198,18 @@ class LocalStream:
         except (EOFError, OSError, ValueError) as e:
             raise self._lost(f"the connection to the server ended ({e})") from None
 
-    def _ended(self, kind: int, body: bytes | memoryview) -> streams.StreamBroken:
+    def _ended(self, kind: int, body: bytes | memoryview) -> errors.StreamBroken:
         if kind != local_sockets.STATUS or not body:
             return self._broken(grpc.StatusCode.INTERNAL, f"unexpected record kind {kind}")
         return self._broken(*local_sockets.status_of(bytes(body)))
 
-    def _lost(self, details: str) -> streams.StreamBroken:
+    def _lost(self, details: str) -> errors.StreamBroken:
         if self._cancelled or self._closed:
             return self._broken(grpc.StatusCode.CANCELLED, "the stream was cancelled")
         return self._broken(grpc.StatusCode.UNAVAILABLE, details)
 
-    def _broken(self, code: grpc.StatusCode, details: str) -> streams.StreamBroken:
+    def _broken(self, code: grpc.StatusCode, details: str) -> errors.StreamBroken:
         if self._status is None:
-            self._status = streams.StreamBroken(code, details)
+            self._status = errors.StreamBroken(code, details)
         self.finish()
         return self._status

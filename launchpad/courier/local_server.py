@@ -38,7 +38,7 @@ import time
 import grpc
 from absl import logging
 
-from launchpad.courier import hosts, local_sockets, records, shared_memory, streams, threads
+from launchpad.courier import errors, hosts, local_sockets, records, shared_memory, streams, threads
 from launchpad.courier.tls import TLS
 
 HANDSHAKE_SECS = 5.0
@@ -252,7 +252,7 @@ class LocalServer:
                 except (EOFError, OSError):
                     kind = None  # the client went away: the stream ends
                 except ValueError as e:
-                    raise streams.PeerAborted(grpc.StatusCode.INVALID_ARGUMENT,
+                    raise errors.PeerAborted(grpc.StatusCode.INVALID_ARGUMENT,
                                               f"courier: {e}") from None
                 if kind != local_sockets.MESSAGE:  # the client ended the stream
                     self._finish(stream, grpc.StatusCode.OK, "")
@@ -267,7 +267,7 @@ class LocalServer:
                              or stream.reader.wait())
                 else:
                     ready = stream.reader.ready(0)
-        except streams.PeerAborted as e:
+        except errors.PeerAborted as e:
             self._finish(stream, e.code, e.details)
             return
         except (OSError, EOFError, ValueError):  # the client went away, or its hello broke

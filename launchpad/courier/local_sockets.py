@@ -38,7 +38,7 @@ from typing import NoReturn
 import grpc
 from absl import logging
 
-from launchpad.courier import hosts, records, shared_memory, streams
+from launchpad.courier import errors, hosts, records, shared_memory
 from launchpad.courier.tls import TLS, tls_tag
 
 MAGIC = b"LPC1"
@@ -193,7 +193,7 @@ class LocalPeer:
         return shared_memory.Lane(peer)
 
     def abort(self, code: grpc.StatusCode, details: str) -> NoReturn:
-        raise streams.PeerAborted(code, details)
+        raise errors.PeerAborted(code, details)
 
     def cancel(self) -> None:
         try:

@@ -13,7 +13,7 @@ from typing import Any
 
 import grpc
 
-from launchpad.courier import errors, serialization, shared_memory, streams
+from launchpad.courier import errors, serialization, shared_memory
 from launchpad.courier.serialization import Kind
 
 
@@ -40,7 +40,7 @@ def replies(outbox: queue.SimpleQueue, count: int,
             frames = None if more is None else frames + more
             count -= 1
         if frames is None:
-            raise streams.StreamBroken(grpc.StatusCode.CANCELLED, "the stream was cancelled")
+            raise errors.StreamBroken(grpc.StatusCode.CANCELLED, "the stream was cancelled")
         yield serialization.message_chunks(frames, lane), not count
 
 

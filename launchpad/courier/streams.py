@@ -1,4 +1,4 @@
-"""What every courier transport provides, and the errors streams end with.
+"""What every courier transport provides, and how a stream's end becomes a courier error.
 
 A transport carries courier messages (serialization.py) on long-lived streams, one message
 each way per exchange. The client side of each transport has a `Channel` that opens
@@ -7,8 +7,9 @@ each way per exchange. The client side of each transport has a `Channel` that op
 (transport.py chooses among them per connection): in_process.py, the local socket
 (local_server.py and local_client.py) and grpc_transport.py.
 
-A stream ends with a gRPC status code and details whatever its transport, so that callers
-map the end of a stream to one courier error in one place (`error_for_broken_stream`).
+A stream ends with a gRPC status code and details whatever its transport
+(errors.StreamBroken), so that callers map the end of a stream to one courier error in one
+place (`error_for_broken_stream`).
 """
 
 from __future__ import annotations
@@ -23,24 +24,6 @@ from launchpad.courier import errors, shared_memory
 
 # The details of a stream refused for a missing or wrong token, on every transport.
 REFUSED_DETAILS = "courier: missing or wrong secret token"
-
-
-class StreamBroken(Exception):
-    """The stream ended or failed; `code` and `details` are its final status."""
-
-    def __init__(self, code: grpc.StatusCode | None, details: str):
-        super().__init__(f"{code.name if code else 'unknown status'}: {details}")
-        self.code = code
-        self.details = details
-
-
-class PeerAborted(Exception):
-    """Raised by a server-side transport's `Peer.abort` to end the stream with a status."""
-
-    def __init__(self, code: grpc.StatusCode, details: str):
-        super().__init__(details)
-        self.code = code
-        self.details = details
 
 
 class ClientStream(Protocol):
@@ -65,7 +48,7 @@ class ClientStream(Protocol):
 
     def cancel(self) -> None: ...
 
-    def finish(self) -> StreamBroken: ...
+    def finish(self) -> errors.StreamBroken: ...
 
 
 class Channel(Protocol):
@@ -106,7 +89,7 @@ class Peer(Protocol):
         gone out (a transport may leave that to the stop of its listener)."""
 
 
-def error_for_broken_stream(error: StreamBroken, address: str) -> errors.CourierError:
+def error_for_broken_stream(error: errors.StreamBroken, address: str) -> errors.CourierError:
     """Maps the status that ended a stream to the courier error of the calls on it."""
     if error.code == grpc.StatusCode.PERMISSION_DENIED:
         return errors.PermissionDeniedError(

@@ -26,13 +26,11 @@ import threading
 from typing import Any
 
 from launchpad import telemetry
+from launchpad.launch.errors import AgentGoneError
 
 SOCKET_ENV = "LAUNCHPAD_AGENT_SOCKET"  # where a node finds its agent (set by the agent)
 _MAX_DATAGRAM = 1 << 20
 
-
-class AgentGoneError(ConnectionError):
-    """The node's host agent no longer listens."""
 
 
 class Relay:

@@ -28,10 +28,8 @@ from typing import Any
 
 from absl import logging
 
-from launchpad import context, control, telemetry
-from launchpad.courier import server as courier_server
-from launchpad.courier.connection import settle
-from launchpad.courier.tls import TLS
+from launchpad import context, control, courier, telemetry
+from launchpad.courier import TLS, settle
 from launchpad.launch import ending, errors, interrupts, node_logs, process
 from launchpad.launch.controller_service import ControllerService
 from launchpad.launch.ending import NodeWorker
@@ -128,7 +126,7 @@ class Controller(LaunchpadWorkers):
         # Starts the processes of MultiProcessingColocation nodes run as threads here.
         self._process_starter = process.ChildProcessStarter(termination_notice_secs,
                                                             in_worker=False)
-        self._server = courier_server.Server(ControllerService(self), host=host, port=port,
+        self._server = courier.Server(ControllerService(self), host=host, port=port,
                                              token=self._token, thread_pool_size=8, tls=tls)
         bound = self._server.start()
         self.address = (f"{advertised_host}:{self._server.port}" if advertised_host

@@ -21,6 +21,10 @@ class DashboardError(LaunchError):
     """A launch's dashboard could not be served (its port is taken)."""
 
 
+class AgentGoneError(ConnectionError):
+    """The node's host agent no longer listens."""
+
+
 class NodeFailedError(LaunchError, RuntimeError):
     """A node of the program failed; raised by `controller.wait()` (a RuntimeError, as
     Launchpad's was). Made by `node_failure`, it is also an instance of the exception the

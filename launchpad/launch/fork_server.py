@@ -35,7 +35,7 @@ import sys
 import threading
 from collections.abc import Callable
 
-from launchpad.courier import allocator
+from launchpad import courier
 from launchpad.launch import fork_heap
 from launchpad.launch.process import ExecSpawner, Stdio, own_process_group
 from launchpad.nodes.python.local_multi_processing import PythonProcess
@@ -253,7 +253,7 @@ def _preload() -> None:
             pass
     # Courier sets these in every process: here, once, rather than in each fork (glibc
     # consolidates the heap's free chunks when an option is set: 0.5 MB of pages per fork).
-    allocator.retain_freed_memory()
+    courier.retain_freed_memory()
     fork_heap.take_free_chunks()
     # Objects that exist now are shared by every fork: keep the collector from scanning them,
     # which would touch (and so copy) their pages in each node.

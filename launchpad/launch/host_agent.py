@@ -34,7 +34,7 @@ import time
 from typing import Any
 
 from launchpad import control
-from launchpad.courier.tls import TLS
+from launchpad.courier import TLS
 from launchpad.launch import agent_relay, fork_server, private_files
 from launchpad.nodes.python.local_multi_processing import PythonProcess
 

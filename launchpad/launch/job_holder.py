@@ -15,7 +15,7 @@ import threading
 import time
 
 from launchpad import control
-from launchpad.courier.tls import TLS
+from launchpad.courier import TLS
 from launchpad.launch import private_files
 
 _CHECK_SECS = 2.0

@@ -24,7 +24,7 @@ import os
 import time
 from typing import Any
 
-from launchpad.courier.tls import TLS
+from launchpad.courier import TLS
 from launchpad.launch import errors, kubernetes_manifests
 from launchpad.launch.errors import KubernetesError
 from launchpad.launch.kubernetes_controller import OUTCOME_PREFIX

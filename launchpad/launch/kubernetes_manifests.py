@@ -36,7 +36,7 @@ from typing import Any
 import cloudpickle
 
 from launchpad.context import LaunchType
-from launchpad.courier.tls import TLS
+from launchpad.courier import TLS
 from launchpad.launch import ending, kubernetes_pod, spec
 from launchpad.launch import resources as resources_lib
 from launchpad.launch.kubernetes_settings import KubernetesSettings

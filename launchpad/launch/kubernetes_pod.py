@@ -26,7 +26,7 @@ import hashlib
 import hmac
 import os
 
-from launchpad.courier.tls import TLS
+from launchpad.courier import TLS
 from launchpad.launch import private_files, spec
 from launchpad.launch.errors import UnsafePathError
 

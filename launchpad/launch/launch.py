@@ -17,7 +17,7 @@ from absl import logging
 from launchpad import context
 from launchpad import flags as lp_flags
 from launchpad.context import LaunchType
-from launchpad.courier.tls import TLS
+from launchpad.courier import TLS
 from launchpad.launch import at_exit, interrupts, live_status, run_registry, terminals
 from launchpad.launch import dry_run as dry_run_lib
 from launchpad.launch import resources as resources_lib

@@ -36,7 +36,7 @@ import cloudpickle
 
 from launchpad import address, control, telemetry
 from launchpad.context import LaunchType
-from launchpad.courier.tls import TLS
+from launchpad.courier import TLS
 from launchpad.launch import errors, private_files, ray_connection, ray_launcher, run_records
 from launchpad.launch.controller import Controller
 from launchpad.launch.ray_settings import RaySettings

@@ -18,7 +18,7 @@ import concurrent.futures
 import math
 import threading
 
-from launchpad.courier.connection import settle
+from launchpad.courier import settle
 from launchpad.launch import errors
 
 NodeKey = tuple  # (label, index)

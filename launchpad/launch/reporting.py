@@ -13,8 +13,7 @@ import contextlib
 import threading
 from typing import Any
 
-from launchpad import context, telemetry
-from launchpad.courier import metrics
+from launchpad import context, courier, telemetry
 
 
 def start(node_context: context.NodeContext, instance: str, own_process: bool,
@@ -29,7 +28,7 @@ def start(node_context: context.NodeContext, instance: str, own_process: bool,
 
 def sample(node_context: context.NodeContext, own_process: bool) -> telemetry.NodeSample:
     """What the node measures of itself now."""
-    methods = metrics.summed([server.metrics.snapshot() for server in node_context.servers])
+    methods = courier.summed_metrics([server.metrics.snapshot() for server in node_context.servers])
     if own_process:
         return telemetry.sample_process(methods)
     return telemetry.NodeSample(cpu_secs=None, memory_bytes=None, methods=methods)

@@ -18,7 +18,7 @@ import datetime
 import os
 
 from launchpad import telemetry
-from launchpad.courier.tls import TLS
+from launchpad.courier import TLS
 from launchpad.launch import private_files
 from launchpad.launch.errors import LaunchError
 

@@ -30,7 +30,8 @@ import socket
 from typing import Any
 
 from launchpad import control
-from launchpad.courier.tls import TLS
+from launchpad.courier import TLS
+from launchpad.errors import ControllerProtocolError
 from launchpad.launch import private_files, run_records
 from launchpad.launch.errors import UnsafePathError
 
@@ -142,7 +143,7 @@ def answers(run: run_records.Run, timeout: float = _PING_SECS) -> bool:
     try:
         client.ping(timeout)
         return True
-    except control.ControllerProtocolError:
+    except ControllerProtocolError:
         return True  # it runs; another version of launchpad launched it
     except Exception:  # noqa: BLE001 - refused, gone, unreachable or silent: not running
         return False

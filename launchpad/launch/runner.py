@@ -40,6 +40,7 @@ from absl import logging as absl_logging
 from launchpad import address, context, control
 from launchpad.launch import (
     agent_relay,
+    errors,
     kubernetes_pod,
     private_files,
     process,
@@ -142,7 +143,7 @@ class _Watch:
                     why = "its controller has given this run of it up"
                     break
                 last_answer = time.monotonic()
-            except agent_relay.AgentGoneError:
+            except errors.AgentGoneError:
                 why = "its host agent is gone"
                 break
             except Exception:  # noqa: BLE001 - no answer: counts against the timeout

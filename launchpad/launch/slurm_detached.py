@@ -33,7 +33,7 @@ import cloudpickle
 
 from launchpad import address, control, telemetry
 from launchpad.context import LaunchType
-from launchpad.courier.tls import TLS
+from launchpad.courier import TLS
 from launchpad.launch import errors, private_files, run_records, slurm, slurm_job, slurm_placement
 from launchpad.launch.controller import Controller
 from launchpad.launch.remote import RemoteController

@@ -16,6 +16,7 @@ serving many users bears.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import threading
@@ -24,7 +25,6 @@ from collections.abc import Callable, Sequence
 
 from absl import logging
 
-import launchpad
 from launchpad.launch.errors import SlurmError
 from launchpad.launch.slurm_placement import Placement
 
@@ -55,7 +55,8 @@ def pending_text(state: str, reason: str) -> str:
 
 def environment(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The launching environment, where `import launchpad` finds this launchpad."""
-    source = os.path.dirname(os.path.dirname(os.path.abspath(launchpad.__file__)))
+    package = importlib.util.find_spec("launchpad")  # (imported already: its spec is kept)
+    source = os.path.dirname(os.path.dirname(os.path.abspath(package.origin)))
     path = os.pathsep.join(p for p in (source, os.environ.get("PYTHONPATH")) if p)
     return {**os.environ, "PYTHONPATH": path, **(extra or {})}
 

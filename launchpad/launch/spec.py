@@ -21,7 +21,7 @@ from typing import Any
 
 import cloudpickle
 
-from launchpad.courier.tls import TLS
+from launchpad.courier import TLS
 from launchpad.launch import private_files, serialization
 from launchpad.launch.errors import UnsafePathError
 

@@ -18,6 +18,7 @@ import portpicker
 
 from launchpad import context
 from launchpad.address import Address
+from launchpad.errors import NoContextError
 from launchpad.nodes.dereference import Dereferenceable, placeholders_in
 from launchpad.program import GraphNode, Program
 
@@ -86,7 +87,7 @@ class Handle(Dereferenceable):
         launched = context.launch_of(program) if program is not None else None
         if launched is not None:
             return launched
-        raise context.NoContextError(
+        raise NoContextError(
             f"Handle of node {self.node_name} of program {self._program_name!r} can only be "
             "dereferenced in a node of that program, or after lp.launch() of it")
 

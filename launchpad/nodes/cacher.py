@@ -22,10 +22,7 @@ from absl import logging
 from launchpad import context
 from launchpad.nodes import base
 from launchpad.nodes.courier import node as courier
-
-
-class StaleDataError(RuntimeError):
-    """A cacher holds only data older than its `stale_after_ms`, and cannot refresh it."""
+from launchpad.nodes.errors import StaleDataError
 
 
 class _Cache:

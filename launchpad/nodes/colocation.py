@@ -31,11 +31,8 @@ from absl import logging
 
 from launchpad import context
 from launchpad.nodes import base
+from launchpad.nodes.errors import ColocationError
 from launchpad.program import Program, RestartPolicy
-
-
-class ColocationError(RuntimeError):
-    """A node inside a colocation failed; its exception is the `__cause__`."""
 
 
 class _Colocation(base.Node):

@@ -43,9 +43,7 @@ from typing import Any
 import portpicker
 from absl import logging
 
-from launchpad import context
-from launchpad.courier import client as courier_client
-from launchpad.courier import server as courier_server
+from launchpad import context, courier
 from launchpad.nodes import base, dereference
 from launchpad.nodes.courier.node import (
     CourierHandle,
@@ -306,11 +304,11 @@ class _ReplayOnPeers:
     worker (the peers through courier, at once), one call at a time, so every worker makes
     the same replicated steps in the same order; the chief's result is returned."""
 
-    def __init__(self, trainer: Any, peers: list[courier_client.Client]):
+    def __init__(self, trainer: Any, peers: list[courier.Client]):
         self._trainer = trainer
         self._peers = peers
         self._lock = threading.Lock()
-        for name in courier_server.public_methods(trainer):
+        for name in courier.public_methods(trainer):
             if name != "__call__":
                 setattr(self, name, functools.partial(self._replay, name))
 

@@ -19,7 +19,7 @@ import threading
 import pytest
 
 from launchpad import courier
-from launchpad.courier import streams, transport
+from launchpad.courier import errors, streams, transport
 
 TOKEN = "test-secret-token"
 # Each transport, and what the environment variable says to get it for a server of this
@@ -40,7 +40,7 @@ def assert_reconnects(client) -> None:
 
 
 def assert_server_ends_stream(stream: streams.ClientStream,
-                              message: bytes) -> streams.StreamBroken:
+                              message: bytes) -> errors.StreamBroken:
     """Sends `message` on a raw stream and asserts the server ends that stream within 5 s,
     rather than answering or hanging; returns how it ended."""
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
@@ -49,7 +49,7 @@ def assert_server_ends_stream(stream: streams.ClientStream,
         if not done:
             stream.cancel()
         assert done, "the server did not end the stream"
-        with pytest.raises(streams.StreamBroken) as info:
+        with pytest.raises(errors.StreamBroken) as info:
             reply.result()
     stream.finish()
     return info.value

@@ -21,7 +21,7 @@ import grpc
 import pytest
 
 from launchpad import courier
-from launchpad.courier import grpc_transport, serialization, streams
+from launchpad.courier import errors, grpc_transport, serialization
 from launchpad.courier.serialization import Kind
 from tests.courier.children import child_server
 from tests.courier.conftest import TOKEN
@@ -98,7 +98,7 @@ def test_streams_opened_while_python_is_busy_are_all_served(tmp_path, monkeypatc
             for i, stream in enumerate(opened):
                 try:
                     assert _value(stream.exchange([_message(i, i)])) == i
-                except streams.StreamBroken as e:
+                except errors.StreamBroken as e:
                     broken.append(e)
             assert not broken, (f"{len(broken)} of {STREAMS} new streams were refused, "
                                 f"the first with {broken[0]}")

@@ -14,7 +14,7 @@ import time
 import grpc
 import pytest
 
-from launchpad.courier import serialization, streams, transport
+from launchpad.courier import errors, serialization, streams, transport
 from launchpad.courier.serialization import Kind
 from tests.courier.conftest import TOKEN, TRANSPORTS, assert_server_ends_stream, open_raw_channel
 
@@ -69,7 +69,7 @@ def test_cancel_from_another_thread_ends_a_wait(channel, service):
         reply = pool.submit(stream.exchange, [_call_message(1, "block")])
         assert service.blocker.entered.wait(10)
         stream.cancel()
-        with pytest.raises(streams.StreamBroken) as info:
+        with pytest.raises(errors.StreamBroken) as info:
             reply.result(timeout=10)
     assert info.value.code == grpc.StatusCode.CANCELLED
     stream.cancel()  # again, on a finished stream: harmless
@@ -78,7 +78,7 @@ def test_cancel_from_another_thread_ends_a_wait(channel, service):
 
 def test_a_stream_without_the_token_is_refused(channel):
     stream = channel.open_stream("wrong-token")
-    with pytest.raises(streams.StreamBroken) as info:
+    with pytest.raises(errors.StreamBroken) as info:
         stream.exchange([_call_message(1, "ping")])
     assert info.value.code == grpc.StatusCode.PERMISSION_DENIED
     assert info.value.details == streams.REFUSED_DETAILS
@@ -90,9 +90,9 @@ def test_a_broken_stream_refuses_further_messages(channel, server):
     stream = channel.open_stream(TOKEN)
     assert _results(stream.exchange([_call_message(1, "ping")])) == {1: "pong"}
     stream.cancel()
-    with pytest.raises(streams.StreamBroken):
+    with pytest.raises(errors.StreamBroken):
         stream.exchange([_call_message(2, "ping")])
-    with pytest.raises(streams.StreamBroken):
+    with pytest.raises(errors.StreamBroken):
         stream.receive()
     stream.finish()
 
@@ -106,7 +106,7 @@ def test_an_idle_stream_is_not_alive_once_its_server_stops(channel, server):
     while stream.alive() and time.monotonic() < deadline:
         time.sleep(0.02)  # polls: gRPC's channel leaves READY in its own time
     assert not stream.alive()
-    with pytest.raises(streams.StreamBroken):  # the server ended the stream
+    with pytest.raises(errors.StreamBroken):  # the server ended the stream
         stream.exchange([_call_message(2, "ping")])
     stream.finish()
 

@@ -16,7 +16,13 @@ import grpc
 import pytest
 
 from launchpad import courier
-from launchpad.courier import local_sockets, serialization, shared_memory, streams, transport
+from launchpad.courier import (
+    errors,
+    local_sockets,
+    serialization,
+    shared_memory,
+    transport,
+)
 from tests.courier.children import ECHO_SERVER, child_server
 from tests.courier.conftest import TOKEN
 from tests.fuzz import wire
@@ -86,20 +92,20 @@ def test_a_memory_file_truncated_under_the_servers_mapping_does_not_end_it(child
         stream = on_a_stream_with_a_lane()
         try:
             first = stream.exchange([message])
-        except streams.StreamBroken as e:
+        except errors.StreamBroken as e:
             first = e
             stream.finish()
         os.ftruncate(hostile, 4096)
         # Read again through a mapping the server may have kept: on that same stream if it
         # answered, else on a new one.
-        again = stream if not isinstance(first, streams.StreamBroken) else None
+        again = stream if not isinstance(first, errors.StreamBroken) else None
         second = exchange_within(on_a_stream_with_a_lane(again), message)
     finally:
         os.close(hostile)
         channel.close()
     _assert_answers(address)  # the server's process is alive
     for outcome in (first, second):
-        assert isinstance(outcome, streams.StreamBroken), outcome
+        assert isinstance(outcome, errors.StreamBroken), outcome
         assert outcome.code == grpc.StatusCode.INVALID_ARGUMENT
         assert "not a memory file sealed against shrinking" in outcome.details
 

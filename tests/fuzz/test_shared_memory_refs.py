@@ -22,7 +22,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from launchpad.courier import serialization, shared_memory, streams
+from launchpad.courier import errors, serialization, shared_memory, streams
 from launchpad.courier.serialization import Kind
 from tests.courier.conftest import TOKEN, open_raw_channel
 from tests.fuzz import wire
@@ -127,8 +127,8 @@ def test_a_reference_is_answered_only_where_it_names_a_real_part(
         [result] = serialization.decode_message(outcome)
         assert result.kind == Kind.RESULT and result.load() == VALUE
     elif named not in ("region", "probe"):  # (in those, a part of other bytes is answered)
-        assert isinstance(outcome, streams.StreamBroken), (named, outcome)
-    if isinstance(outcome, streams.StreamBroken):
+        assert isinstance(outcome, errors.StreamBroken), (named, outcome)
+    if isinstance(outcome, errors.StreamBroken):
         assert outcome.code == grpc.StatusCode.INVALID_ARGUMENT, outcome
     assert not caller.failures
 

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from launchpad.courier import local_sockets, serialization, shared_memory, streams
+from launchpad.courier import errors, local_sockets, serialization, shared_memory, streams
 from launchpad.courier.local_client import LocalStream
 from launchpad.courier.serialization import Kind
 from tests.courier.conftest import TOKEN, TRANSPORTS, open_raw_channel
@@ -29,7 +29,7 @@ WITHIN_SECS = 10.0
 
 
 def exchange_within(stream: streams.ClientStream,
-                    message: bytes) -> bytes | memoryview | streams.StreamBroken:
+                    message: bytes) -> bytes | memoryview | errors.StreamBroken:
     """The stream's reply to `message`, or how the server ended it; fails the test if
     neither comes within WITHIN_SECS. The stream is finished either way."""
     outcome: list = []
@@ -37,7 +37,7 @@ def exchange_within(stream: streams.ClientStream,
     def exchange() -> None:
         try:
             outcome.append(stream.exchange([message]))
-        except streams.StreamBroken as e:
+        except errors.StreamBroken as e:
             outcome.append(e)
         except BaseException as e:  # noqa: BLE001 - reported by the test below
             outcome.append(e)
@@ -51,13 +51,13 @@ def exchange_within(stream: streams.ClientStream,
     stream.finish()
     assert outcome, f"no reply and no end of the stream within {WITHIN_SECS:g} s"
     assert not isinstance(outcome[0], BaseException) or isinstance(
-        outcome[0], streams.StreamBroken), f"the client stream raised {outcome[0]!r}"
+        outcome[0], errors.StreamBroken), f"the client stream raised {outcome[0]!r}"
     return outcome[0]
 
 
 def assert_answered_or_refused(outcome) -> None:
     """A reply of well-formed results and errors, or the end of a malformed message."""
-    if isinstance(outcome, streams.StreamBroken):
+    if isinstance(outcome, errors.StreamBroken):
         assert outcome.code == grpc.StatusCode.INVALID_ARGUMENT, outcome
         assert outcome.details.startswith("courier: "), outcome.details
         return
@@ -204,7 +204,7 @@ def test_a_local_client_stream_takes_what_a_server_sends_as_a_reply_or_its_end(s
         try:
             reply = stream.exchange([b"a message"])
             assert isinstance(reply, (bytes, memoryview))
-        except streams.StreamBroken as e:
+        except errors.StreamBroken as e:
             assert isinstance(e.code, grpc.StatusCode)
         finally:
             stream.finish()

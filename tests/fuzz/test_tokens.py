@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from launchpad.courier import grpc_transport, local_sockets, streams
+from launchpad.courier import errors, grpc_transport, local_sockets, streams
 from tests.courier.conftest import TOKEN, TRANSPORTS, open_raw_channel
 from tests.fuzz import wire
 from tests.fuzz.conftest import Echo, target
@@ -74,7 +74,7 @@ def test_the_payload_is_unpickled_with_the_right_token(guarded):
     message = wire.frame(wire.CALL, 1, b"identity", [wire.call_pickle((MkdirOnUnpickle(
         str(marker)),))])
     assert not isinstance(exchange_within(channel.open_stream(TOKEN), message),
-                          streams.StreamBroken)
+                          errors.StreamBroken)
     assert marker.is_dir()
 
 
@@ -87,7 +87,7 @@ def test_a_stream_without_the_right_token_is_refused_before_anything_is_unpickle
     token = data.draw(wrong_tokens(_ASCII if kind == "grpc" else None), label="token")
     message = data.draw(payload_messages(marker), label="message")
     ended = exchange_within(channel.open_stream(token), message)
-    assert isinstance(ended, streams.StreamBroken), "a stream with a wrong token was answered"
+    assert isinstance(ended, errors.StreamBroken), "a stream with a wrong token was answered"
     assert (ended.code, ended.details) == (grpc.StatusCode.PERMISSION_DENIED,
                                            streams.REFUSED_DETAILS)
     assert not marker.exists()
@@ -105,7 +105,7 @@ def test_tokens_of_any_characters_are_compared_not_refused_as_errors(serve, conn
                                 wire.frame(wire.CALL, 1, b"ping", [wire.call_pickle(())]))
     finally:
         channel.close()
-    assert isinstance(ended, streams.StreamBroken)
+    assert isinstance(ended, errors.StreamBroken)
     assert (ended.code, ended.details) == (grpc.StatusCode.PERMISSION_DENIED,
                                            streams.REFUSED_DETAILS)
     own = serve(Echo(), token="jeton-secret-tökén")

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from launchpad import telemetry
-from launchpad.courier.metrics import LATENCY_BOUNDS_SECS
+from launchpad.courier import LATENCY_BOUNDS_SECS
 
 try:
     import prometheus_client

@@ -6,8 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from launchpad import context
-from launchpad.courier.batching import batched_handler
-from launchpad.courier.function_server import FunctionServer
+from launchpad.courier import FunctionServer, batched_handler
 
 
 def make_courier_server(instance: Any, *courier_args: Any,

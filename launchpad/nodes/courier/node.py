@@ -19,16 +19,13 @@ import inspect
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from launchpad import context
+from launchpad import context, courier
 from launchpad.address import Address, get_port_from_address
-from launchpad.courier import client as courier_client
-from launchpad.courier import server as courier_server
-from launchpad.courier import transport as courier_transport
-from launchpad.courier.function_server import FunctionServer
+from launchpad.courier import FunctionServer
 from launchpad.nodes import base
 from launchpad.nodes.python import node as python
 
-CourierClient = courier_client.Client  # what a CourierNode's handle becomes (Launchpad's name)
+CourierClient = courier.Client  # what a CourierNode's handle becomes (Launchpad's name)
 
 SERVER_OPTIONS = frozenset({"thread_pool_size", "port"})
 CLIENT_OPTIONS = frozenset({"call_timeout", "wait_for_ready", "connect_timeout", "compress",
@@ -49,7 +46,7 @@ def client_options(given: dict | None) -> dict:
     options = _checked("courier_client_kwargs", given, CLIENT_OPTIONS | _DROPPED_CLIENT_OPTIONS)
     if options.get("transport") is not None:
         try:
-            courier_transport.mode_of(options["transport"])
+            courier.transport_mode(options["transport"])
         except ValueError as e:
             raise ValueError(f"courier_client_kwargs: {e}") from None
     return {k: v for k, v in options.items() if k not in _DROPPED_CLIENT_OPTIONS}
@@ -75,9 +72,9 @@ class CourierHandle(base.Handle):
         """Replaces the options of the clients this handle gives (Launchpad's)."""
         self._client_kwargs = client_options(kwargs)
 
-    def dereference(self) -> courier_client.Client:
+    def dereference(self) -> courier.Client:
         if self._address is not None and self._address.bound:  # outside any launch
-            return courier_client.Client(self._address.resolve(), token=context.process_token(),
+            return courier.Client(self._address.resolve(), token=context.process_token(),
                                          **self._client_kwargs)
         program = self._program_context()
         return program.client_of(self._label, self._index, **self._client_kwargs)
@@ -133,7 +130,7 @@ class _NoMethods:
     node, as Launchpad's examples do): its calls fail, naming no method."""
 
 
-def serving_object(server: courier_server.Server, instance: Any) -> FunctionServer:
+def serving_object(server: courier.Server, instance: Any) -> FunctionServer:
     """`server` as Launchpad's courier server, with `instance`'s public methods bound: it
     answers once its holder calls `Start()`."""
     handed = FunctionServer.serving_with(server)

@@ -1,0 +1,9 @@
+"""Errors of the node layer, defined once."""
+
+
+class ColocationError(RuntimeError):
+    """A node inside a colocation failed; its exception is the `__cause__`."""
+
+
+class StaleDataError(RuntimeError):
+    """A cacher holds only data older than its `stale_after_ms`, and cannot refresh it."""
