@@ -13,7 +13,7 @@ import os
 import sys
 
 import launchpad as lp
-from launchpad.launch.controller import Controller
+from launchpad.launch.runtime.controller import Controller
 
 
 def main(nodes: int) -> None:

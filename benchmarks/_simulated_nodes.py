@@ -8,7 +8,7 @@ telemetry report every 2 s each (spread over the period), and a `resolve` of a p
 each node sends its own `heartbeat` and `report`, and a connection is shared by
 PER_CONNECTION nodes. With AGENT_NODES = K, nodes go by simulated host agents of K nodes,
 each with its connection, sending one `reports` call of its K nodes per period (their
-heartbeats too), as launch/host_agent.py does. As a runner's and an agent's loops do, a
+heartbeats too), as launch/node_process/host_agent.py does. As a runner's and an agent's loops do, a
 sender has at most one call of each kind in flight: one that falls due before the last is
 answered is sent a period later, and counted `late` (without this bound, an overloaded
 controller would see calls pile up that no real node sends).

@@ -11,8 +11,8 @@ node's runner does with it, at the real periods: register and node_started once,
 heartbeat and a telemetry report every 2 s each and a resolve of a peer every 60 s. Every
 size runs twice: nodes calling the controller themselves (`via_agents` false), and through
 simulated host agents of `--agent-nodes` nodes each (true), which send one `reports` call
-(the nodes' heartbeats too) per host and period, as launch/host_agent.py does. Each row of
-`results`:
+(the nodes' heartbeats too) per host and period, as launch/node_process/host_agent.py
+does. Each row of `results`:
 
 * `controller_cpu_cores`: the controller's CPU time over the steady window / its wall time;
 * `controller_rss_mb`: its resident memory at the end;

@@ -16,7 +16,7 @@ latency lower is better, for calls/s higher):
 * `server_metrics.same_process`: a server in this process (the in-process transport), its
   recording replaced by the no-op between measurements and put back;
 * `node_reporting`: a local_mt program (a CourierNode serving Echo) called through its handle
-  from the launching process, with the node's reporting thread (launch/reporting.py: a
+  from the launching process, with the node's reporting thread (launch/node_process/reporting.py: a
   sample to the controller every telemetry.REPORT_SECS) started or not;
 * `record_ns`: one `CallMetrics.record`, timed alone (median of repeats).
 """
@@ -39,7 +39,7 @@ from benchmarks import rpc_program
 from benchmarks.courier_rpc import child_server
 from launchpad import courier
 from launchpad.courier import metrics
-from launchpad.launch import reporting
+from launchpad.launch.node_process import reporting
 
 VARIANTS = ("on", "off")
 

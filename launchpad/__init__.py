@@ -21,8 +21,12 @@ from launchpad.context import LaunchType, is_local_launch, is_local_launch_or_te
 from launchpad.courier import TLS, batched_handler, list_methods
 from launchpad.flags import LAUNCH_TYPE
 from launchpad.launch.attach import attach
-from launchpad.launch.controller import Controller
-from launchpad.launch.errors import (
+from launchpad.launch.kubernetes.manifests import kubernetes_manifests
+from launchpad.launch.kubernetes.settings import KubernetesSettings
+from launchpad.launch.launch import launch
+from launchpad.launch.ray.settings import RaySettings
+from launchpad.launch.runtime.controller import Controller
+from launchpad.launch.runtime.errors import (
     KubernetesError,
     LaunchError,
     NodeEndedError,
@@ -33,13 +37,9 @@ from launchpad.launch.errors import (
     SlurmError,
     UnknownNodeError,
 )
-from launchpad.launch.kubernetes_manifests import kubernetes_manifests
-from launchpad.launch.kubernetes_settings import KubernetesSettings
-from launchpad.launch.launch import launch
-from launchpad.launch.ray_settings import RaySettings
-from launchpad.launch.remote import RemoteController
-from launchpad.launch.resources import Resources
-from launchpad.launch.slurm_settings import SlurmSettings
+from launchpad.launch.runtime.remote import RemoteController
+from launchpad.launch.runtime.resources import Resources
+from launchpad.launch.slurm.settings import SlurmSettings
 from launchpad.nodes.base import Handle, Node
 from launchpad.nodes.cacher import CacherNode
 from launchpad.nodes.colocation import MultiProcessingColocation, MultiThreadingColocation

@@ -1,6 +1,6 @@
 """The controller protocol: how every part of a running program talks to its controller.
 
-A program has one controller (a courier service, launch/controller.py). Every node, handle,
+A program has one controller (a courier service, launch/runtime/controller.py). Every node, handle,
 launcher and the launching process reach it the same way, through the one `ControllerClient`
 this process keeps per controller (`client_for`), whatever host they run on::
 

@@ -118,7 +118,7 @@ def test_the_command_is_imported_by_nothing_of_the_package_and_imports_no_extra(
     out = _run("import sys, launchpad.cli; "
                "print([m for m in sys.modules if m.split('.')[0] in "
                "('ray', 'kubernetes', 'yaml', 'rich', 'tensorflow', 'numpy')], "
-               "'launchpad.launch.slurm' in sys.modules)")
+               "'launchpad.launch.slurm.launcher' in sys.modules)")
     assert out == "[] False"
 
 
@@ -213,3 +213,36 @@ def test_errors_are_defined_in_the_errors_modules():
         defined = [node.name for node in ast.walk(ast.parse(path.read_text()))
                    if isinstance(node, ast.ClassDef) and _is_exception_class(node, known)]
         assert not defined, f"{path.relative_to(PACKAGE)} defines errors {defined}"
+
+
+# --- launch/: rooms that import one way ---
+
+_ENGINES = ("local", "slurm", "ray", "kubernetes")
+# What each room of launch/ may import of launch/ (and, in all of them, itself).
+_MAY_IMPORT = {
+    "runtime": (),
+    "node_process": ("runtime",),
+    "dashboard": ("runtime",),
+    **{engine: ("runtime", "node_process") for engine in _ENGINES},
+}
+
+
+def test_the_rooms_of_launch_import_one_way():
+    """Engine folders build on runtime/ and node_process/ and never on each other (adding
+    an engine is one folder and one row); runtime/ imports no launcher, and nothing in a
+    room imports the top of launch/ (lp.launch, the table of launchers, Launchpad's paths)."""
+    wrong = []
+    for room, allowed in _MAY_IMPORT.items():
+        for path in (PACKAGE / "launch" / room).rglob("*.py"):
+            for module in _modules_imported(path):
+                parts = module.split(".")
+                into = parts[2] if len(parts) > 2 else ""
+                if parts[:2] == ["launchpad", "launch"] and into != room and into not in allowed:
+                    wrong.append(f"{path.relative_to(PACKAGE)} imports {module} ({room}/ "
+                                 f"may import {', '.join(allowed) or 'nothing else of launch/'})")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_launch_has_few_modules_at_its_top():
+    top = sorted(p.name for p in (PACKAGE / "launch").glob("*.py"))
+    assert len(top) <= 12, top

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from launchpad import courier
 from launchpad.cli import launching, logs, programs, runs, status
 from launchpad.errors import ControllerProtocolError
-from launchpad.launch.errors import LaunchError
+from launchpad.launch.runtime.errors import LaunchError
 
 
 def _version() -> str:

@@ -23,8 +23,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from launchpad.launch import kubernetes_manifests
-from launchpad.launch.kubernetes_settings import KubernetesSettings
+from launchpad.launch.kubernetes import manifests as kubernetes_manifests
+from launchpad.launch.kubernetes.settings import KubernetesSettings
 from launchpad.program import Program
 from launchpad.render import DRAWN, SOURCE, render_program
 

@@ -17,7 +17,8 @@ import time
 from typing import NoReturn
 
 from launchpad import control, courier
-from launchpad.launch import run_records, run_registry
+from launchpad.launch import run_registry
+from launchpad.launch.runtime import run_records
 
 CALL_SECS = 30.0  # how long a controller may take to answer a command's question
 _POLL_SECS = 0.05  # how often `stop` looks whether the run's record is gone yet

@@ -1,6 +1,6 @@
 """`launchpad status [RUN] [--json]`: a running program's node table, from its controller.
 
-Plain text (launch/status_text.py: the same table the live view shows): each node's name,
+Plain text (launch/runtime/status_text.py: the same table the live view shows): each node's name,
 type, state, host, pid, restarts, uptime, CPU, memory, calls per second, errors and latency
 percentiles, then why the program stopped and each failed node's last failure. `--json`
 prints the controller's whole `telemetry.ProgramStatus` instead (per-method counters
@@ -15,7 +15,7 @@ import json
 
 from launchpad import courier, telemetry
 from launchpad.cli import runs
-from launchpad.launch import run_records, status_text
+from launchpad.launch.runtime import run_records, status_text
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:

@@ -1,1 +1,16 @@
-"""Launchers: turn a program's nodes into threads or processes (later, cluster jobs)."""
+"""Launching: turns a program into running nodes, under one controller.
+
+The top of this package is what users call, and Launchpad's module paths:
+`launch.py` (`lp.launch`), `attach.py` (`lp.attach`), `__main__.py` (what a node's host
+runs), and Launchpad's `worker_manager*`, `serialization`, `signal_handling` and
+`*_multi_*` folders. The rooms below it, each with one job:
+
+    runtime/       the program's controller and what every launcher shares
+    node_process/  what runs in and around a node's process on its host
+    local/         launchers of this host: threads and processes
+    slurm/, ray/, kubernetes/   a launcher per cluster engine
+    dashboard/     a program's web page and /metrics
+
+Engine folders (local, slurm, ray, kubernetes) import runtime/ and node_process/ and never
+each other; runtime/ imports none of them (tests/test_imports.py).
+"""

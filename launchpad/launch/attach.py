@@ -1,14 +1,14 @@
 """`lp.attach(run_id)`: the controller of a detached run, from any process of its user.
 
 The run's record (run_records.py) says which cluster launcher made it: a detached Slurm run
-(slurm_detached.py) or a detached Ray run (ray_detached.py). A Kubernetes run is found in the
-cluster itself, by its launch label, in the namespace given (kubernetes.py).
+(slurm/detached.py) or a detached Ray run (ray/detached.py). A Kubernetes run is found in the
+cluster itself, by its launch label, in the namespace given (kubernetes/launcher.py).
 """
 
 from __future__ import annotations
 
-from launchpad.launch import run_records
-from launchpad.launch.remote import RemoteController
+from launchpad.launch.runtime import run_records
+from launchpad.launch.runtime.remote import RemoteController
 
 
 def attach(run_id: str, run_dir: str | None = None, *,
@@ -28,11 +28,11 @@ def attach(run_id: str, run_dir: str | None = None, *,
     """
     # Each launcher's module is imported only when one of its runs is attached to.
     if namespace is not None:
-        from launchpad.launch import kubernetes
+        from launchpad.launch.kubernetes import launcher as kubernetes
         return kubernetes.attach(run_id, namespace)
     folder = run_records.find(run_id, run_dir)
-    from launchpad.launch import ray_detached
+    from launchpad.launch.ray import detached as ray_detached
     if ray_detached.is_ray_run(folder):
         return ray_detached.attach(folder)
-    from launchpad.launch import slurm_detached
+    from launchpad.launch.slurm import detached as slurm_detached
     return slurm_detached.attach(folder)

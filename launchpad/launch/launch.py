@@ -18,17 +18,19 @@ from launchpad import context
 from launchpad import flags as lp_flags
 from launchpad.context import LaunchType
 from launchpad.courier import TLS
-from launchpad.launch import at_exit, interrupts, live_status, run_registry, terminals
-from launchpad.launch import dry_run as dry_run_lib
-from launchpad.launch import resources as resources_lib
-from launchpad.launch.controller import Controller
-from launchpad.launch.controllers import Controllers
-from launchpad.launch.errors import LaunchError
-from launchpad.launch.kubernetes_settings import KubernetesSettings
+from launchpad.launch import run_registry
+from launchpad.launch.kubernetes.settings import KubernetesSettings
 from launchpad.launch.launch_options import clocks, ray_settings, slurm_settings
-from launchpad.launch.ray_settings import RaySettings
-from launchpad.launch.resources import Resources
-from launchpad.launch.slurm_settings import SlurmSettings
+from launchpad.launch.local import live_status
+from launchpad.launch.ray.settings import RaySettings
+from launchpad.launch.runtime import at_exit, interrupts, terminals
+from launchpad.launch.runtime import dry_run as dry_run_lib
+from launchpad.launch.runtime import resources as resources_lib
+from launchpad.launch.runtime.controller import Controller
+from launchpad.launch.runtime.controllers import Controllers
+from launchpad.launch.runtime.errors import LaunchError
+from launchpad.launch.runtime.resources import Resources
+from launchpad.launch.slurm.settings import SlurmSettings
 from launchpad.program import Program
 
 # Each launcher module (imported when a launch needs it: `import launchpad`, and every node's
@@ -36,20 +38,20 @@ from launchpad.program import Program
 # may have
 # validate(**options), called before anything starts.
 _LAUNCHERS = {
-    LaunchType.LOCAL_MULTI_THREADING: "local_mt",
-    LaunchType.TEST_MULTI_THREADING: "test_mt",
-    LaunchType.LOCAL_MULTI_PROCESSING: "local_mp",
-    LaunchType.TEST_MULTI_PROCESSING: "test_mp",
-    LaunchType.SLURM: "slurm",
-    LaunchType.RAY: "ray_launcher",
-    LaunchType.KUBERNETES: "kubernetes",
+    LaunchType.LOCAL_MULTI_THREADING: "local.mt",
+    LaunchType.TEST_MULTI_THREADING: "local.test_mt",
+    LaunchType.LOCAL_MULTI_PROCESSING: "local.mp",
+    LaunchType.TEST_MULTI_PROCESSING: "local.test_mp",
+    LaunchType.SLURM: "slurm.launcher",
+    LaunchType.RAY: "ray.launcher",
+    LaunchType.KUBERNETES: "kubernetes.launcher",
 }
 
 
 # Launch types whose programs may outlive the launching process (detach=True): the module's
 # launch(program, options, ...) puts the controller in the cluster and returns its proxy.
-_DETACHED = {LaunchType.SLURM: "slurm_detached", LaunchType.RAY: "ray_detached",
-             LaunchType.KUBERNETES: "kubernetes"}
+_DETACHED = {LaunchType.SLURM: "slurm.detached", LaunchType.RAY: "ray.detached",
+             LaunchType.KUBERNETES: "kubernetes.launcher"}
 # Launch types whose programs are always detached: the launching machine cannot be reached
 # from the cluster, so the controller always runs there.
 _ALWAYS_DETACHED = {LaunchType.KUBERNETES}

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from launchpad import flags as lp_flags
 from launchpad.context import LaunchType
-from launchpad.launch.controller import DEFAULT_STARTUP_TIMEOUT_SECS
-from launchpad.launch.ray_settings import RaySettings
-from launchpad.launch.slurm_settings import SlurmSettings
+from launchpad.launch.ray.settings import RaySettings
+from launchpad.launch.runtime.controller import DEFAULT_STARTUP_TIMEOUT_SECS
+from launchpad.launch.slurm.settings import SlurmSettings
 
 # What a negative termination notice (Launchpad: "disable hard termination") stands for: a
 # grace period no program waits out.

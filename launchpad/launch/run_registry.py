@@ -12,7 +12,7 @@ TLS certificates, if any) and where the nodes' logs are. The launching process r
 when the program ends. The test_* launch types record nothing: their programs belong to the
 test that launched them, and a test suite would churn the user's registry with them.
 
-Detached runs keep records of their own (slurm_detached.py, ray_detached.py); `runs()` reads
+Detached runs keep records of their own (slurm/detached.py, ray/detached.py); `runs()` reads
 every kind into a `run_records.Run`, checking each folder and file before reading (no other
 user may have been able to write them: private_files.py). A run is listed while its
 controller answers, or while it waits to start (a detached Slurm job pending). A record
@@ -32,8 +32,8 @@ from typing import Any
 from launchpad import control
 from launchpad.courier import TLS
 from launchpad.errors import ControllerProtocolError
-from launchpad.launch import private_files, run_records
-from launchpad.launch.errors import UnsafePathError
+from launchpad.launch.runtime import private_files, run_records
+from launchpad.launch.runtime.errors import UnsafePathError
 
 RECORD = "run.json"
 _VERSION = 1
@@ -116,7 +116,8 @@ def read(folder: str) -> run_records.Run | None:
         data = private_files.read_private(os.path.join(folder, RECORD))
     except FileNotFoundError:
         # Each launcher's module is imported only when one of its runs is read.
-        from launchpad.launch import ray_detached, slurm_detached
+        from launchpad.launch.ray import detached as ray_detached
+        from launchpad.launch.slurm import detached as slurm_detached
         if ray_detached.is_ray_run(folder):
             return ray_detached.run_of(folder)
         if slurm_detached.is_slurm_run(folder):

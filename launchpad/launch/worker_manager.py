@@ -3,7 +3,7 @@ and the stop functions its code calls through this module.
 
 Here every launch returns its `Controller`, which answers as a WorkerManager did (`wait(
 labels_to_wait_for, raise_error, return_on_first_completed)`, `stop_and_wait()`, and, for
-code that reached into it, `_active_workers` and `_kill()`: `LaunchpadWorkers`). The stop
+code that reached into it, `_active_workers` and `_kill()`: runtime/launchpad_workers.py). The stop
 functions (`wait_for_stop`, `stop_event`, `register_stop_handler`, ...) are launchpad's own.
 
 `WorkerManager` itself is kept for code that runs workers without a program, as Launchpad's
@@ -31,7 +31,6 @@ from absl import logging
 
 from launchpad import context
 from launchpad import flags as lp_flags
-from launchpad.launch import ending
 from launchpad.stopping import (  # noqa: F401 - Launchpad's names, through this module
     register_stop_handler,
     stop_event,
@@ -340,51 +339,6 @@ def _running(worker: Any) -> bool:
     if isinstance(worker, ThreadWorker):
         return worker.thread.is_alive()
     return worker.poll() is None
-
-
-class LaunchpadWorkers:
-    """What code written for Launchpad read of the WorkerManager `lp.launch` returned: a
-    Controller has it too."""
-
-    @property
-    def _active_workers(self) -> dict[str, list]:
-        """group label -> the workers of its nodes (each with `wait(timeout=None)` -> how
-        it ended: 0 done, > 0 its exit code, < 0 the signal that ended it)."""
-        groups: dict[str, list] = {label: [] for label in self.program.groups}
-        for worker in self._supervisor.workers():
-            groups[worker.name.rpartition("/")[0]].append(_Worker(worker))
-        return groups
-
-    _process_workers = _active_workers  # Launchpad's second WorkerManager's name
-
-    def _kill(self) -> None:
-        self.kill()
-
-
-class _Worker:
-    """A node's worker as Launchpad's code handled one (a `subprocess.Popen`'s face)."""
-
-    def __init__(self, worker: ending.NodeWorker):
-        self._worker = worker
-
-    @property
-    def pid(self) -> int | None:
-        return getattr(self._worker, "pid", None)
-
-    _pid = pid
-
-    @property
-    def returncode(self) -> int | None:
-        return self._worker.returncode
-
-    def poll(self) -> int | None:
-        return self._worker.returncode
-
-    def wait(self, timeout: float | None = None) -> int | None:
-        while not self._worker.join(60.0 if timeout is None else timeout):
-            if timeout is not None:
-                return None
-        return self._worker.returncode
 
 
 __all__ = ["ThreadWorker", "WorkerManager", "get_worker_manager", "register_stop_handler",

@@ -12,7 +12,8 @@ from collections.abc import Iterator
 
 import launchpad as lp
 from launchpad import control
-from launchpad.launch import run_records, run_registry
+from launchpad.launch import run_registry
+from launchpad.launch.runtime import run_records
 from tests.processes import ROOT, Script
 
 SERVING = "tests/cli/serving.py"  # the launch script (see its doc)

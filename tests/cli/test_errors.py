@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from launchpad.launch import run_records
+from launchpad.launch.runtime import run_records
 from tests.cli.helpers import cli, failed
 
 pytestmark = [pytest.mark.timeout(180),

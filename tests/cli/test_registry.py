@@ -11,7 +11,8 @@ import stat
 import pytest
 
 import launchpad as lp
-from launchpad.launch import private_files, run_records, run_registry
+from launchpad.launch import run_registry
+from launchpad.launch.runtime import private_files, run_records
 from tests.cli import helpers
 from tests.cli.helpers import cli
 

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from launchpad.launch import run_records
+from launchpad.launch.runtime import run_records
 from tests.cli import helpers
 from tests.cli.helpers import cli, failed
 from tests.processes import Script

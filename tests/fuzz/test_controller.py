@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 import launchpad as lp
 from launchpad import control, courier, telemetry
 from launchpad.courier.metrics import LATENCY_BOUNDS_SECS, MethodCounts
-from launchpad.launch import errors, status_text
+from launchpad.launch.runtime import errors, status_text
 from tests.fuzz import wire
 from tests.fuzz.conftest import target
 

@@ -18,10 +18,11 @@ pytest.importorskip("kubernetes", reason="the official Kubernetes client is not 
                                          "(the `kubernetes` extra)")
 
 import launchpad as lp
-from launchpad.launch import errors, kubernetes
-from launchpad.launch.kubernetes_controller import OUTCOME_PREFIX
-from launchpad.launch.kubernetes_manifests import LAUNCH_LABEL
-from launchpad.launch.kubernetes_settings import KubernetesSettings
+from launchpad.launch.kubernetes import launcher as kubernetes
+from launchpad.launch.kubernetes.controller import OUTCOME_PREFIX
+from launchpad.launch.kubernetes.manifests import LAUNCH_LABEL
+from launchpad.launch.kubernetes.settings import KubernetesSettings
+from launchpad.launch.runtime import errors
 from tests.kubernetes import programs
 from tests.kubernetes.fake_api import FakeKubernetesApi
 from tests.processes import ROOT
@@ -175,8 +176,8 @@ def test_validate_refuses_what_could_not_start():
 
 
 def test_the_client_is_imported_only_when_a_launch_needs_it():
-    code = ("import sys, launchpad.cli, launchpad.launch.kubernetes, "
-            "launchpad.launch.kubernetes_controller; "
+    code = ("import sys, launchpad.cli, launchpad.launch.kubernetes.launcher, "
+            "launchpad.launch.kubernetes.controller; "
             "assert 'kubernetes' not in sys.modules, 'imported'")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                           text=True, timeout=60)

@@ -18,9 +18,9 @@ import pytest
 import yaml
 
 import launchpad as lp
-from launchpad.launch import kubernetes_manifests
-from launchpad.launch.kubernetes_manifests import LAUNCH_LABEL
-from launchpad.launch.kubernetes_settings import KubernetesSettings
+from launchpad.launch.kubernetes import manifests as kubernetes_manifests
+from launchpad.launch.kubernetes.manifests import LAUNCH_LABEL
+from launchpad.launch.kubernetes.settings import KubernetesSettings
 from tests.kubernetes import programs
 from tests.processes import ROOT
 
@@ -152,7 +152,7 @@ def test_a_groups_restarts_are_its_jobs_backoff_limit_and_the_pods_are_as_design
     assert pod["terminationGracePeriodSeconds"] == 12  # the grace period, and a margin
     (container,) = pod["containers"]
     name = flaky["metadata"]["name"]
-    assert container["command"] == ["python", "-m", "launchpad.launch", "--spec",
+    assert container["command"] == ["python", "-m", "launchpad.launch", "--pod-spec",
                                     f"/var/run/launchpad/specs/{name}.spec"]
     assert {"name": "LAUNCHPAD_SECRET_DIR", "value": "/var/run/launchpad/secret"} in (
         container["env"])

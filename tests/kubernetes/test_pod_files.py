@@ -10,8 +10,9 @@ import pickle
 import pytest
 
 from launchpad.courier.tls import TLS
-from launchpad.launch import kubernetes_pod, runner, spec
-from launchpad.launch.errors import UnsafePathError
+from launchpad.launch.kubernetes import pod as kubernetes_pod
+from launchpad.launch.runtime import spec
+from launchpad.launch.runtime.errors import UnsafePathError
 from tests.hostile import MkdirOnUnpickle
 from tests.kubernetes.pods import make_volume
 
@@ -81,11 +82,10 @@ def test_a_secret_without_a_token_is_named(tmp_path):
         kubernetes_pod.read_spec(os.path.join(specs_dir, "w.spec"), secret_dir)
 
 
-def test_the_runner_reads_a_pods_spec_and_leaves_the_variable_to_no_child(tmp_path,
-                                                                          monkeypatch):
+def test_a_pods_node_reads_its_spec_and_leaves_the_variable_to_no_child(tmp_path, monkeypatch):
     sealed = kubernetes_pod.seal(spec.encode(_spec()), TOKEN)
     secret_dir, specs_dir = _volumes(tmp_path, {"w.spec": sealed})
     monkeypatch.setenv(kubernetes_pod.SECRET_DIR_ENV, secret_dir)
-    read = runner.read_spec(os.path.join(specs_dir, "w.spec"))
+    read = kubernetes_pod.read_node_spec(os.path.join(specs_dir, "w.spec"))
     assert read.token == TOKEN
     assert kubernetes_pod.SECRET_DIR_ENV not in os.environ

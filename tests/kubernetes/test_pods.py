@@ -10,9 +10,10 @@ import signal
 
 import pytest
 
-from launchpad.launch import kubernetes_manifests, runner
-from launchpad.launch.kubernetes_controller import OUTCOME_PREFIX
-from launchpad.launch.kubernetes_settings import KubernetesSettings
+from launchpad.launch.kubernetes import manifests as kubernetes_manifests
+from launchpad.launch.kubernetes.controller import OUTCOME_PREFIX
+from launchpad.launch.kubernetes.settings import KubernetesSettings
+from launchpad.launch.node_process import runner
 from tests.kubernetes import pods, programs
 
 pytestmark = [pytest.mark.skipif(pods.unavailable() is not None,

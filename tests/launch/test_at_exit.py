@@ -76,7 +76,7 @@ def test_test_mt_without_a_test_case_runs_and_is_stopped_at_exit():
 def test_the_fork_server_ends_quietly_when_its_launcher_goes_with_reports_unread(tmp_path):
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     server = subprocess.Popen(
-        [sys.executable, "-c", "from launchpad.launch.fork_server import main; main()",
+        [sys.executable, "-c", "from launchpad.launch.node_process.fork_server import main; main()",
          "--fd", str(theirs.fileno())], pass_fds=[theirs.fileno()], cwd=ROOT,
         stderr=subprocess.PIPE, text=True)
     theirs.close()

@@ -18,7 +18,7 @@ ROOT = pathlib.Path(__file__).parents[2]
 # started, a call to another one, its reply), then the modules that were imported for it.
 _FORK_SERVES_AND_CALLS = """
 import json, os, sys
-from launchpad.launch import fork_server
+from launchpad.launch.node_process import fork_server
 fork_server._preload()
 before = set(sys.modules)
 read, write = os.pipe()
@@ -40,7 +40,7 @@ os.wait()
 
 _HEAP_AFTER_TAKING = """
 import ctypes
-from launchpad.launch import fork_heap
+from launchpad.launch.node_process import fork_heap
 libc = ctypes.CDLL(None)
 libc.mallinfo2.restype = fork_heap._MallInfo2
 blocks = [bytes(n) for n in range(600, 2000)]

@@ -12,7 +12,7 @@ import pytest
 
 from launchpad import telemetry
 from launchpad.courier.metrics import MethodCounts
-from launchpad.launch import status_text
+from launchpad.launch.runtime import status_text
 from tests.processes import ROOT
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("no_leaked_processes")]

@@ -11,10 +11,11 @@ import tempfile
 
 import pytest
 
-from launchpad.launch import fork_server, private_files, spec
-from launchpad.launch.errors import UnsafePathError
-from launchpad.launch.process import NodeProcess, PythonProcess
-from launchpad.launch.spec import FailureReport
+from launchpad.launch.node_process import fork_server
+from launchpad.launch.runtime import private_files, spec
+from launchpad.launch.runtime.errors import UnsafePathError
+from launchpad.launch.runtime.process import NodeProcess, PythonProcess
+from launchpad.launch.runtime.spec import FailureReport
 from tests.hostile import MkdirOnUnpickle
 from tests.launch.helpers import TIMEOUT
 

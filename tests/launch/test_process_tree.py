@@ -19,7 +19,7 @@ _SCRIPT = textwrap.dedent("""
     import subprocess
     import sys
 
-    from launchpad.launch import process_tree
+    from launchpad.launch.node_process import process_tree
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (2048, hard))

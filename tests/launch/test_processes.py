@@ -361,7 +361,7 @@ def test_a_node_process_imports_only_what_its_node_needs(launch_mp, box):
 def test_current_terminal_keeps_logs_and_a_last_line_without_an_end(tmp_path):
     import io
 
-    from launchpad.launch import terminals
+    from launchpad.launch.runtime import terminals
     out = io.StringIO()
     terminal = terminals.CurrentTerminal(out, log_dir=str(tmp_path))
     (_, write_end, _), _ = terminal.open("node/0")

@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from launchpad.launch import slot_binding
+from launchpad.launch.node_process import slot_binding
 from tests.processes import ROOT
 
 

@@ -1,4 +1,4 @@
-"""Host agents under the real test Slurm (host_agent.py, slurm_agents.py): one srun step per
+"""Host agents under the real test Slurm (host_agent.py, slurm/agents.py): one srun step per
 host, from which that host's nodes are forked, its nodes kept alive by its reports, and the
 agent killed, ending its nodes named. A node killed under its agent and restarted through it
 is test_processes.py's; a node frozen on its host (its heartbeats stop) is test_slurm.py's."""

@@ -1,4 +1,4 @@
-"""Placement of a program's nodes in its Slurm job (slurm_placement.py), as arithmetic on
+"""Placement of a program's nodes in its Slurm job (slurm/placement.py), as arithmetic on
 the hosts `sinfo` describes: no cluster is needed to show where each node goes, which
 request is made, and that a layout which cannot fit is refused with its numbers. The same
 layouts run on the real test Slurm in test_slurm.py."""
@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 import launchpad as lp
-from launchpad.launch import slurm_inventory
-from launchpad.launch.slurm_placement import BY_RESOURCES, place
+from launchpad.launch.slurm import inventory as slurm_inventory
+from launchpad.launch.slurm.placement import BY_RESOURCES, place
 
 # sinfo -h -N -o "%N|%c|%m|%G|%P|%t|%f" of 3 hosts of 4 CPUs in partition 'main'.
 THREE_SMALL_HOSTS = "\n".join(f"node{k}|4|8000|(null)|main*|idle|(null)" for k in (1, 2, 3))

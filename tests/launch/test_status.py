@@ -9,7 +9,7 @@ import pytest
 
 import launchpad as lp
 from launchpad import control, telemetry
-from launchpad.launch.node_book import NodeBook
+from launchpad.launch.runtime.node_book import NodeBook
 
 pytestmark = pytest.mark.timeout(120)
 # (The `launch` fixture has its own leak checks, taken after a cluster's daemons started.)

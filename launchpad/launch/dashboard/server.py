@@ -29,9 +29,9 @@ from collections.abc import Callable
 
 from absl import logging
 
-from launchpad.launch.controller import Controller
 from launchpad.launch.dashboard import exporter, graph, views
-from launchpad.launch.errors import DashboardError
+from launchpad.launch.runtime.controller import Controller
+from launchpad.launch.runtime.errors import DashboardError
 
 HOST = "127.0.0.1"
 _TOKEN_MARK = "__TOKEN__"  # where index.html has the token (in its script's and style's URLs)
@@ -56,7 +56,7 @@ class Dashboard:
     """Serves the dashboard of `controller`'s program on port `port` of loopback.
 
     Args:
-      controller: the program's controller (launch/controller.py).
+      controller: the program's controller (launch/runtime/controller.py).
       port: the port to listen on.
       origin: what asked for the port (`dashboard_port=...` or `--lp_dashboard_port=...`),
         for the error when it is taken.

@@ -2,7 +2,7 @@
 
 The status is `Controller.status()` as plain JSON (dataclasses.asdict), less each method's
 raw histogram (`/metrics` exports those), plus the server's clock (`now`), against which the
-page reads the times in it. `log_tail` is the end of a node's log (launch/node_logs.py).
+page reads the times in it. `log_tail` is the end of a node's log (launch/runtime/node_logs.py).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import json
 import time
 
 from launchpad import telemetry
-from launchpad.launch import node_logs
-from launchpad.launch.controller import Controller
+from launchpad.launch.runtime import node_logs
+from launchpad.launch.runtime.controller import Controller
 
 LOG_TAIL_BYTES = 64 * 1024  # how much of the end of a node's log the page shows
 

@@ -1,0 +1,307 @@
+"""kubernetes: a program as Jobs, Services, a ConfigMap and a Secret of one namespace.
+
+    controller = lp.launch(program, launch_type="kubernetes",
+                           resources={"learner": lp.Resources(cpus=8, gpus=1)},
+                           kubernetes=lp.KubernetesSettings(image="registry/app:1"))
+    controller.wait()        # follows the controller's Job; raises NodeFailedError
+    controller.stop()        # deletes every object of the launch, by its label
+
+The objects are kubernetes_manifests.build's, the same `lp.kubernetes_manifests` returns,
+created in order through the official `kubernetes` client (the kubeconfig's current context,
+else the in-cluster configuration; imported only here, when a launch needs it). The pods
+cannot reach the launching process, so the controller runs in the cluster, as its own Job
+(kubernetes/controller.py): a Kubernetes launch is always detached. `wait()` watches that Job
+until it completes or fails and reads the program's outcome from its pod's log; `stop()`
+deletes everything labelled with the launch (Foreground: each pod gets SIGTERM, which stops
+the program gracefully, within its grace period); `kill()` deletes the pods at once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from typing import Any
+
+from launchpad.courier import TLS
+from launchpad.launch.kubernetes import manifests as kubernetes_manifests
+from launchpad.launch.kubernetes.controller import OUTCOME_PREFIX
+from launchpad.launch.kubernetes.manifests import LAUNCH_LABEL, NAME_ANNOTATION, ROLE_LABEL
+from launchpad.launch.runtime import errors
+from launchpad.launch.runtime.errors import KubernetesError
+from launchpad.launch.runtime.remote import RemoteController
+from launchpad.program import Program
+
+_WATCH_SECS = 60  # a watch is renewed this often (the server ends each one)
+_CREATE = {"Secret": ("core", "create_namespaced_secret"),
+           "ConfigMap": ("core", "create_namespaced_config_map"),
+           "Service": ("core", "create_namespaced_service"),
+           "Job": ("batch", "create_namespaced_job")}
+_DELETE = [("batch", "delete_collection_namespaced_job"),
+           ("core", "delete_collection_namespaced_service"),
+           ("core", "delete_collection_namespaced_config_map"),
+           ("core", "delete_collection_namespaced_secret")]
+
+
+def _client() -> Any:
+    try:
+        import kubernetes
+    except ImportError as e:
+        raise errors.LaunchError("launch_type='kubernetes' needs the official Kubernetes "
+                                 "client: pip install 'launchpad-next[kubernetes]'") from e
+    return kubernetes
+
+
+def validate(*, kubernetes: Any = None, **unused: Any) -> None:
+    """Refuses a launch that could not start: no client, no settings or no image."""
+    _client()
+    kubernetes_manifests.check_settings(kubernetes)
+
+
+@dataclasses.dataclass
+class Api:
+    """The Kubernetes API, through the official client."""
+
+    core: Any  # CoreV1Api
+    batch: Any  # BatchV1Api
+    module: Any  # the `kubernetes` package (its watch and exceptions)
+
+    @classmethod
+    def connect(cls) -> Api:
+        """From the kubeconfig ($KUBECONFIG or ~/.kube/config), else the pod's in-cluster
+        configuration.
+
+        Raises:
+          LaunchError: neither is there (both reasons named).
+        """
+        kubernetes = _client()
+        configuration = kubernetes.client.Configuration()
+        try:  # $KUBECONFIG read now (the client reads it once, when it is imported)
+            kubernetes.config.load_kube_config(config_file=os.environ.get("KUBECONFIG"),
+                                               client_configuration=configuration)
+        except (kubernetes.config.ConfigException, OSError) as e:
+            try:
+                kubernetes.config.load_incluster_config(client_configuration=configuration)
+            except kubernetes.config.ConfigException as e2:
+                raise errors.LaunchError(f"No Kubernetes cluster to launch on: no kubeconfig "
+                                         f"({e}), and this is not a pod ({e2})") from e2
+        api_client = kubernetes.client.ApiClient(configuration)
+        return cls(kubernetes.client.CoreV1Api(api_client),
+                   kubernetes.client.BatchV1Api(api_client), kubernetes)
+
+
+def launch(program: Program, options: dict[str, Any], *, termination_notice_secs: float,
+           liveness_timeout_secs: float, tls: TLS | None) -> KubernetesController:
+    """Creates the program's objects (see the module doc); returns its controller.
+
+    Raises:
+      KubernetesError: the API refused an object (what was created is deleted again).
+    """
+    manifests = kubernetes_manifests.build(
+        program, options.get("resources"), options.get("kubernetes"), tls=tls,
+        termination_notice_secs=termination_notice_secs,
+        liveness_timeout_secs=liveness_timeout_secs)
+    api = Api.connect()
+    controller = KubernetesController(api, manifests.namespace, manifests.launch_id,
+                                      program.name)
+    for obj in manifests.objects:
+        group, method = _CREATE[obj["kind"]]
+        try:
+            getattr(getattr(api, group), method)(manifests.namespace, obj)
+        except api.module.client.ApiException as e:
+            controller.delete_all(grace_period_seconds=0)
+            raise KubernetesError(f"Kubernetes refused {obj['kind']} "
+                                  f"{obj['metadata']['name']} of program {program.name!r} "
+                                  f"(namespace {manifests.namespace}): {_message(e)}") from e
+    return controller
+
+
+def attach(run_id: str, namespace: str = "default") -> KubernetesController:
+    """The controller of launch `run_id` (`controller.run_id`) in `namespace`.
+
+    Raises:
+      LaunchError: no such launch there (the launches there are named).
+    """
+    api = Api.connect()
+    jobs = api.batch.list_namespaced_job(
+        namespace, label_selector=f"{LAUNCH_LABEL}={run_id},{ROLE_LABEL}=controller").items
+    if not jobs:
+        known = api.batch.list_namespaced_job(namespace,
+                                              label_selector=f"{ROLE_LABEL}=controller").items
+        names = sorted(job.metadata.labels[LAUNCH_LABEL] for job in known)
+        raise errors.LaunchError(f"No launch {run_id!r} in namespace {namespace}; launches "
+                                 f"there: {', '.join(names) or 'none'}")
+    program_name = (jobs[0].metadata.annotations or {}).get(NAME_ANNOTATION, run_id)
+    return KubernetesController(api, namespace, run_id, program_name)
+
+
+class KubernetesController(RemoteController):
+    """The controller of a program running in a Kubernetes cluster: `wait()`, `stop()`,
+    `kill()`, `stop_and_wait()`, `exit_codes()`, `restarts()` and `with`, as `lp.Controller`;
+    `run_id` is the launch's id (the `launchpad.dev/launch` label of its objects)."""
+
+    def __init__(self, api: Api, namespace: str, launch_id: str, program_name: str):
+        self.run_id = launch_id
+        self.namespace = namespace
+        self.program_name = program_name
+        self.failure: errors.NodeFailedError | None = None
+        self.stop_reason = ""
+        self._api = api
+        self._job = kubernetes_manifests.controller_name(launch_id)
+        self._selector = f"{LAUNCH_LABEL}={launch_id}"
+        self._outcome: dict[str, Any] | None = None
+        self._deleted = False
+
+    def delete_all(self, grace_period_seconds: int | None = None) -> None:
+        """Deletes every object of the launch (Foreground: a Job goes once its pods have)."""
+        self._deleted = True
+        if grace_period_seconds == 0:  # a Job's pods would get their own grace period
+            self._api.core.delete_collection_namespaced_pod(
+                self.namespace, label_selector=self._selector, grace_period_seconds=0)
+        for group, method in _DELETE:
+            getattr(getattr(self._api, group), method)(
+                self.namespace, label_selector=self._selector,
+                propagation_policy="Foreground", grace_period_seconds=grace_period_seconds)
+
+    def stop(self, reason: str = "") -> None:
+        """Stops the program: its objects are deleted; each pod gets SIGTERM and stops
+        gracefully (the grace period). Safe to call more than once."""
+        if not self._deleted:
+            self.stop_reason = self.stop_reason or reason or (
+                "stopped: its Kubernetes objects were deleted")
+        self.delete_all()
+
+    def kill(self) -> None:
+        """Deletes the program's pods at once (no grace period), then every object."""
+        if not self._deleted:
+            self.stop_reason = f"killed: the pods of launch {self.run_id} were deleted"
+        self.delete_all(grace_period_seconds=0)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Blocks until the controller's Job has completed or failed (or was deleted).
+
+        Returns:
+          True once the program has ended; False if `timeout` seconds passed first.
+        Raises:
+          NodeFailedError: a node failed (the first one), with its traceback.
+          KubernetesError: the controller's Job ended without saying how the program did.
+        """
+        if self._outcome is None:
+            ended = self._follow(None if timeout is None else time.monotonic() + timeout)
+            if ended is None:
+                return False
+            self._outcome = self._read_outcome()
+            if self._outcome is None:
+                if self._deleted or ended == "deleted":
+                    return True
+                raise KubernetesError(
+                    f"The controller of program {self.program_name!r} ended ({ended}) without "
+                    f"saying how the program did; see `kubectl logs -n {self.namespace} "
+                    f"job/{self._job}`")
+            self.stop_reason = self.stop_reason or self._outcome["stop_reason"]
+            if self._outcome["failed_node"]:
+                self.failure = errors.NodeFailedError(
+                    self.program_name, self._outcome["failed_node"], self._outcome["reason"],
+                    self._outcome["traceback"])
+        if self.failure is not None:
+            raise self.failure
+        return True
+
+    def _follow(self, deadline: float | None) -> str | None:
+        """Watches the controller's Job: 'Complete', 'Failed' or 'deleted'; None at the
+        deadline."""
+        batch = self._api.batch
+        field = f"metadata.name={self._job}"
+        while True:
+            listed = batch.list_namespaced_job(self.namespace, field_selector=field)
+            if not listed.items:
+                return "deleted"
+            state = _ended(listed.items[0])
+            if state:
+                return state
+            version = listed.metadata.resource_version
+            try:
+                while deadline is None or time.monotonic() < deadline:
+                    left = _WATCH_SECS if deadline is None else deadline - time.monotonic()
+                    for event in self._api.module.watch.Watch().stream(
+                            batch.list_namespaced_job, self.namespace, field_selector=field,
+                            resource_version=version,
+                            timeout_seconds=max(1, min(_WATCH_SECS, int(left)))):
+                        if event["type"] == "DELETED":
+                            return "deleted"
+                        version = event["object"].metadata.resource_version
+                        state = _ended(event["object"])
+                        if state:
+                            return state
+                return None
+            except self._api.module.client.ApiException as e:
+                if e.status != 410:  # 410 Gone: the version is too old; list again
+                    raise
+
+    def _read_outcome(self) -> dict[str, Any] | None:
+        """The outcome the controller's pod printed last ({} if it printed none)."""
+        pods = self._api.core.list_namespaced_pod(
+            self.namespace, label_selector=f"{self._selector},{ROLE_LABEL}=controller").items
+        for pod in sorted(pods, key=lambda p: p.metadata.creation_timestamp or 0,
+                          reverse=True):
+            try:
+                log = self._api.core.read_namespaced_pod_log(pod.metadata.name,
+                                                             self.namespace)
+            except self._api.module.client.ApiException:
+                continue  # gone already
+            lines = [line for line in log.splitlines() if line.startswith(OUTCOME_PREFIX)]
+            if lines:
+                return json.loads(lines[-1][len(OUTCOME_PREFIX):])
+        return None
+
+    def exit_codes(self) -> dict[str, int | None]:
+        """'label/index' -> how each node's last pod ended (None: running or not yet run)."""
+        if self._outcome is not None:
+            return self._outcome["exit_codes"]
+        pods = self._api.core.list_namespaced_pod(
+            self.namespace, label_selector=f"{self._selector},{ROLE_LABEL}=node").items
+        codes: dict[str, int | None] = {}
+        for pod in sorted(pods, key=lambda p: p.metadata.creation_timestamp or 0):
+            name = (pod.metadata.annotations or {}).get(NAME_ANNOTATION, pod.metadata.name)
+            statuses = (pod.status and pod.status.container_statuses) or []
+            ended = statuses[0].state.terminated if statuses and statuses[0].state else None
+            codes[name] = ended.exit_code if ended else None
+        return codes
+
+    def restarts(self) -> dict[str, int]:
+        """'label/index' -> how many times the node was restarted by its group's policy."""
+        if self._outcome is not None:
+            return self._outcome["restarts"]
+        jobs = self._api.batch.list_namespaced_job(
+            self.namespace, label_selector=f"{self._selector},{ROLE_LABEL}=node").items
+        return {(job.metadata.annotations or {}).get(NAME_ANNOTATION, job.metadata.name):
+                (job.status.failed or 0) - (_ended(job) == "Failed")
+                for job in jobs if job.status and job.status.failed}
+
+    def status(self) -> None:
+        """Not from outside the cluster: the controller answers only inside it.
+
+        Raises:
+          LaunchError: always, saying how to reach it.
+        """
+        raise errors.LaunchError(
+            f"The status of Kubernetes launch {self.run_id} cannot be read from outside its "
+            "cluster: its controller answers only on the cluster's network; its pods are "
+            f"`kubectl get pods -n {self.namespace} -l {self._selector}`")
+
+
+def _ended(job: Any) -> str:
+    """'Complete' or 'Failed' once the Job has that condition; '' while it runs."""
+    for condition in (job.status and job.status.conditions) or []:
+        if condition.type in ("Complete", "Failed") and condition.status == "True":
+            return condition.type
+    return ""
+
+
+def _message(error: Any) -> str:
+    """The API's own message of an ApiException (its Status body), else its reason."""
+    try:
+        return json.loads(error.body)["message"]
+    except (TypeError, ValueError, KeyError):
+        return f"{error.status} {error.reason}"

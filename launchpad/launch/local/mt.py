@@ -1,0 +1,97 @@
+"""local_mt: every node of the program is a thread of the launching process.
+
+Each thread runs the node runner's thread mode (runner.run_in_thread): the node in its own
+context, reporting how it ended to the controller. A thread cannot be killed: a node that
+ignores the stop event past the grace period is left behind, with a warning naming it.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import cloudpickle
+
+from launchpad.launch.node_process import runner
+from launchpad.launch.runtime import serialization
+from launchpad.launch.runtime.controller import Controller
+from launchpad.nodes.base import Node
+from launchpad.program import Program
+
+
+class ThreadWorker:
+    """A node running in a thread of this process."""
+
+    spawned_at = None  # its runner reports the start before any of the node's code runs
+
+    def __init__(self, controller: Controller, node: Node):
+        self.name = node.name
+        self._controller = controller
+        self._node = node
+        self._context = controller.node_context(node.label, node.index)
+        self.returncode: int | None = None
+        self.attempt = 0
+        self.ended_by_launcher = False  # a thread is never ended from outside
+        self._error: BaseException | None = None
+        self._thread = self._new_thread()
+
+    def _new_thread(self) -> threading.Thread:
+        return threading.Thread(target=self._run, daemon=True,
+                                name=f"lp:{self._controller.program_name}:{self.name}")
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def restart(self) -> None:
+        self.returncode = None
+        self.attempt += 1
+        self._thread = self._new_thread()
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            error = runner.run_in_thread(self._node, self._context)
+        except BaseException as e:  # noqa: BLE001 - the controller could not be told it started
+            error = e
+        self.returncode = 0 if error is None else 1
+        self._error = error
+        self._controller.worker_ended(self)
+
+    def describe_end(self) -> str:
+        """Why the thread's node failed, if its report never reached the controller."""
+        error = self._error
+        return "finished" if error is None else f"{type(error).__name__}: {error}"
+
+    def join(self, timeout: float) -> bool:
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def terminate(self) -> bool:
+        return False
+
+    def kill(self) -> None:
+        """A thread cannot be killed: it ends when its node's code returns."""
+
+
+def launch(program: Program, controller: Controller, *, serialize_py_nodes: bool | None,
+           default_serialize: bool = False, **unused: Any) -> None:
+    """Starts one thread per node of `program` under `controller`."""
+    serialize = default_serialize if serialize_py_nodes is None else serialize_py_nodes
+    nodes = program.get_all_nodes()
+    for node in nodes:
+        for inner in node.all_nodes():
+            reason = inner.needs_own_process()
+            if reason:
+                raise ValueError(f"Node {inner.name} cannot run as a thread: {reason}. Launch "
+                                 "the program with local_mp (or test_mp)")
+    if serialize:
+        # Each node pickled and unpickled as a process launcher would: unpicklable ones fail
+        # here, named.
+        nodes = [cloudpickle.loads(serialization.pickle_node(node, node.label, node.name,
+                                                             threads=True))
+                 for node in nodes]
+    workers = [ThreadWorker(controller, node) for node in nodes]
+    for worker in workers:
+        controller.add_worker(worker)
+    for worker in workers:
+        worker.start()

@@ -1,0 +1,397 @@
+"""The controller of a launched program: the one service every part of the program talks to.
+
+One per launch, in the launching process (or wherever a cluster launch puts it), a courier
+service speaking the controller protocol (control.py) to nodes, handles and launchers alike:
+
+    registry.py    addresses: register, lookups that wait (bounded), forget on end/restart
+    supervisor.py  how each node's runs end (its reports, its launcher's observation, its
+                   heartbeats) -> finished, restarted by policy, or failed (fail fast)
+    (this module)  the public API (wait, stop, kill, ...) and the stop sequence: every node's
+                   stop event and stop handlers -> grace period -> what is left is ended
+                   (ending.py) -> wait() returns (raising NodeFailedError if a node failed)
+
+The controller owns the workers (threads, processes, job steps) its launcher started;
+`wait()` returns only once each has finished or been ended. The launching process itself is
+never killed.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import secrets
+import socket
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from absl import logging
+
+from launchpad import context, control, courier, telemetry
+from launchpad.courier import TLS, settle
+from launchpad.launch.runtime import ending, errors, interrupts, node_logs, process
+from launchpad.launch.runtime.controller_service import ControllerService
+from launchpad.launch.runtime.ending import NodeWorker
+from launchpad.launch.runtime.launchpad_workers import LaunchpadWorkers
+from launchpad.launch.runtime.node_book import NodeBook, kinds_of
+from launchpad.launch.runtime.registry import AddressRegistry
+from launchpad.launch.runtime.supervisor import Supervisor
+from launchpad.program import Program
+
+# Room for a slow start: a fresh interpreter on a busy host, a Ray runtime_env being set up.
+DEFAULT_STARTUP_TIMEOUT_SECS = 600.0
+
+
+class Controller(LaunchpadWorkers):
+    """Controls one launched program; returned by `lp.launch` (where Launchpad returned a
+    WorkerManager, which it answers as: launchpad_workers.py).
+
+    Use `wait()` to block until the program stops, `stop()` to stop it, or `with` to do both.
+
+    Args:
+      program: the program launched.
+      termination_notice_secs: the grace period nodes get after a stop.
+      liveness_timeout_secs: a node process whose heartbeats stop for this long is lost.
+      startup_timeout_secs: a node process (or actor) made this long ago whose runner has
+        not reported that it started never came up: it fails (or restarts by its policy).
+      host: the interface the controller listens on (loopback, unless nodes run on other
+        hosts).
+      tls: certificates every courier server and client of the program uses (None: the
+        program runs in plaintext, with its token).
+      port: the port the controller listens on (0: one the system picks).
+      token: the program's secret (None: a fresh one); a launch that hands it to its nodes
+        before the controller exists (a Kubernetes Secret) passes its own.
+      advertised_host: the name nodes reach the controller at, when it is not `host` (a
+        Kubernetes Service's DNS name, while listening on 0.0.0.0).
+      launch_type: the LaunchType's value (what the program's status and its nodes'
+        `launchpad.context.get_context()` say).
+    """
+
+    def __init__(self, program: Program, *, termination_notice_secs: float = 10.0,
+                 liveness_timeout_secs: float = 10.0, host: str = "127.0.0.1",
+                 tls: TLS | None = None, port: int = 0, token: str | None = None,
+                 advertised_host: str | None = None,
+                 startup_timeout_secs: float = DEFAULT_STARTUP_TIMEOUT_SECS,
+                 launch_type: str = ""):
+        if termination_notice_secs < 0:
+            raise ValueError(
+                f"termination_notice_secs must be >= 0, got {termination_notice_secs}")
+        if liveness_timeout_secs <= 0:
+            raise ValueError(f"liveness_timeout_secs must be > 0, got {liveness_timeout_secs}")
+        if not startup_timeout_secs > 0:
+            raise ValueError(f"startup_timeout_secs must be > 0, got {startup_timeout_secs}")
+        self.program = program  # what was launched: a description (the dashboard draws it)
+        self.program_name = program.name
+        self._grace = termination_notice_secs
+        self.liveness_timeout_secs = liveness_timeout_secs
+        self.startup_timeout_secs = startup_timeout_secs
+        self._token = token or secrets.token_hex(16)
+        self.tls = tls
+        self._lock = threading.Lock()
+        # Every node that has an address, and the node the program runs it in (itself, or
+        # the colocation holding it): those are what run, end, fail and restart.
+        self._registry = AddressRegistry(program.name, {
+            (inner.label, inner.index): (node.label, node.index)
+            for node in program.get_all_nodes() for inner in node.all_nodes()})
+        self._book = NodeBook(kinds_of(program))
+        self._supervisor = Supervisor(
+            program.name, {(n.label, n.index) for n in program.get_all_nodes()},
+            program.restart_policies, self._registry, self.stop, liveness_timeout_secs,
+            self._book, startup_timeout_secs)
+        self._contexts: list[context.NodeContext] = []
+        self._stop_waiters: list[concurrent.futures.Future] = []
+        self._finish_callbacks: list | None = []  # None once the stop sequence took them
+        self._end_waiters: list[concurrent.futures.Future] = []
+        self._ended_nodes = False
+        self._stopping = threading.Event()
+        self.stop_reason = ""  # why the program was stopped from outside, if it was
+        self.failure_raised = False  # whether a wait() has raised the failure to its caller
+        # Where the nodes' logs are kept (local_mp's terminal='output_to_files'; Slurm's run
+        # folder), for a script to say so when its program ends; None where nothing keeps them.
+        self.log_dir: str | None = None
+        # Where each node's output is while the program runs, for read_log: its launcher's
+        # terminal (terminals.py: log_of(name), writing(name)); None: nowhere but the output
+        # of the process its launcher runs in.
+        self.node_output: Any = None
+        self.launch_type = launch_type
+        # What the program waits for before any node can start (a Slurm job pending, with
+        # Slurm's reason); '' once it need not wait. Its status is then 'pending'.
+        self.pending = ""
+        self.run_id = ""  # what the run registry names this launch (launch.py)
+        self.started_at = time.time()
+        # The dashboard's address, with its token, when the launch serves one.
+        self.dashboard_url: str | None = None
+        self._finished = threading.Event()
+        # Starts the processes of MultiProcessingColocation nodes run as threads here.
+        self._process_starter = process.ChildProcessStarter(termination_notice_secs,
+                                                            in_worker=False)
+        self._server = courier.Server(ControllerService(self), host=host, port=port,
+                                             token=self._token, thread_pool_size=8, tls=tls)
+        bound = self._server.start()
+        self.address = (f"{advertised_host}:{self._server.port}" if advertised_host
+                        else bound)
+        self.launcher_context = self.node_context(None, 0)
+        context.add_process_context(self.launcher_context)
+
+    # --- what launchers use -------------------------------------------------------------
+
+    def node_context(self, label: str | None, index: int) -> context.NodeContext:
+        """A context for code of this program running in this process (None: the launcher)."""
+        node_context = context.NodeContext(
+            program_name=self.program_name, label=label, index=index,
+            controller_address=self.address, token=self._token, tls=self.tls,
+            process_starter=self._process_starter, termination_notice_secs=self._grace,
+            launch_type=self.launch_type)
+        with self._lock:
+            self._contexts.append(node_context)
+            stopping = self._stopping.is_set()
+        if stopping:
+            node_context.notify_stop()
+        return node_context
+
+    @property
+    def termination_notice_secs(self) -> float:
+        return self._grace
+
+    @property
+    def token(self) -> str:
+        """The program's secret: nodes' servers refuse calls without it."""
+        return self._token
+
+    def add_worker(self, worker: NodeWorker) -> None:
+        self._supervisor.add_worker(worker)
+
+    def worker_ended(self, worker: NodeWorker) -> None:
+        """A launcher saw `worker` end (see supervisor.py)."""
+        self._supervisor.worker_ended(worker)
+
+    def on_finish(self, callback) -> None:
+        """Calls `callback()` once every node has ended, before `wait()` returns (now, if
+        they have all ended already)."""
+        with self._lock:
+            if self._finish_callbacks is not None:
+                self._finish_callbacks.append(callback)
+                return
+        callback()
+
+    # --- what users ask ---------------------------------------------------------------------
+
+    def _unit(self, name: str) -> tuple:
+        label, _, index = name.rpartition("/")
+        return self._registry.check_node(label, int(index) if index.isdigit() else -1)
+
+    def wait_for_node(self, name: str, timeout: float | None = None) -> bool:
+        """Blocks until node `name` ('label/index') has ended (finished, or failed for good);
+        False if `timeout` seconds passed first."""
+        return self._supervisor.wait_for_unit(self._unit(name), timeout)
+
+    def wait_for_started(self, name: str, timeout: float | None = None) -> bool:
+        """Blocks until node `name` ('label/index') runs (its runner has reported it
+        started); False if `timeout` seconds passed first, or it ended before."""
+        return self._supervisor.wait_for_started(self._unit(name), timeout)
+
+    def wait_for_restarts(self, name: str, count: int, timeout: float | None = None) -> bool:
+        """Blocks until node `name` ('label/index') has been restarted `count` times by its
+        group's policy; False if `timeout` seconds passed first."""
+        return self._supervisor.wait_for_restarts(self._unit(name), count, timeout)
+
+    def restarts(self) -> dict[str, int]:
+        """'label/index' -> how many times the node was restarted by its group's policy."""
+        return self._supervisor.restarts()
+
+    def hosts(self) -> dict[str, str]:
+        """'label/index' -> the address of the host each running node (or colocation) runs
+        on, as the node reported it."""
+        return {name: host for name, (host, _) in self._supervisor.placements().items()}
+
+    def node_pids(self) -> dict[str, int]:
+        """'label/index' -> the pid of each running node's process on its own host, as the
+        node reported it (under ray, `pids()` has the launcher's side; under slurm, whose
+        host agents start the nodes, both are the pid on the node's host)."""
+        return {name: pid for name, (_, pid) in self._supervisor.placements().items()}
+
+    def pids(self) -> dict[str, int]:
+        """'label/index' -> pid of each node's (current) process; nodes run as threads have
+        none. For attaching a profiler or debugger."""
+        return {w.name: w.pid for w in self._supervisor.workers() if getattr(w, "pid", 0)}
+
+    def exit_codes(self) -> dict[str, int | None]:
+        """'label/index' -> how each node's process (or thread) ended: 0 done, > 0 its exit
+        code, < 0 the signal that killed it, None still running."""
+        return {w.name: w.returncode for w in self._supervisor.workers()}
+
+    def status(self) -> telemetry.ProgramStatus:
+        """Every node of the program now: its state, where it runs, its restarts and
+        failures, and what it last reported of itself (telemetry.py)."""
+        failure = self.failure
+        return telemetry.ProgramStatus(
+            program=self.program_name, launch_type=self.launch_type, run_id=self.run_id,
+            started_at=self.started_at,
+            state=("stopped" if self._finished.is_set() else
+                   "stopping" if self._stopping.is_set() else
+                   "pending" if self.pending else "running"),
+            stop_reason=self.stop_reason, failure=str(failure) if failure else "",
+            nodes=self._book.statuses(self._registry.addresses_by_unit()),
+            log_dir=self.log_dir, pending=self.pending)
+
+    def report(self, label: str, index: int, instance: str,
+               sample: telemetry.NodeSample) -> None:
+        """A node's telemetry (the protocol's `report`)."""
+        self._book.report(self._registry.check_node(label, index), instance, sample)
+
+    def read_log(self, label: str, index: int, offset: int,
+                 max_bytes: int) -> tuple[bytes, bool]:
+        """Up to `max_bytes` (at most node_logs.MAX_READ) of node label/index's output from
+        byte `offset`, and whether more may come (the protocol's `read_log`).
+
+        Raises:
+          UnknownNodeError: the program has no such node.
+          LookupError: its launch keeps no log of it (the message says where it goes).
+        """
+        unit = self._registry.check_node(label, index)
+        name = f"{unit[0]}/{unit[1]}"
+        if self.node_output is None:
+            raise LookupError(
+                f"Program {self.program_name!r} ({self.launch_type}) keeps no log of node "
+                f"{name}: its nodes write to the output of the process that launched them "
+                f"(pid {os.getpid()} on {socket.gethostname()})")
+        # Whether more may come is decided first: once the node has ended and its output is
+        # all in, what is read next is the whole rest.
+        more = (self._book.state(unit) in ("starting", "running", "restarting")
+                or self.node_output.writing(name))
+        return node_logs.read(self.node_output, name, offset, max_bytes), more
+
+    @property
+    def failure(self) -> errors.NodeFailedError | None:
+        """The failure that stopped the program, if any."""
+        return self._supervisor.failure
+
+    # --- stop and wait --------------------------------------------------------------------
+
+    def stop_future(self) -> concurrent.futures.Future:
+        """A future set when the program starts stopping (for nodes in other processes)."""
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        with self._lock:
+            if not self._stopping.is_set():
+                self._stop_waiters.append(future)
+                return future
+        future.set_result(True)
+        return future
+
+    def end_future(self) -> concurrent.futures.Future:
+        """A future set when the stop sequence has ended every node (a node process still
+        alive then was missed, and ends itself)."""
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        with self._lock:
+            if not self._ended_nodes:
+                self._end_waiters.append(future)
+                return future
+        future.set_result(True)
+        return future
+
+    def stop(self, reason: str = "") -> None:
+        """Asks the program to stop; returns at once. Safe to call any number of times.
+
+        Args:
+          reason: why, when it is not the program's own doing (e.g. the cluster job's time
+            limit); kept as `stop_reason`.
+        """
+        with self._lock:
+            if self._stopping.is_set():
+                return
+            self._stopping.set()
+            self.stop_reason = reason
+            self._registry.program_stopping()
+            self._supervisor.program_stopping()
+        threading.Thread(target=self._stop_sequence, name=f"lp-stop-{self.program_name}",
+                         daemon=True).start()
+
+    def kill(self) -> None:
+        """Stops the program without a grace period: node processes are killed now (threads,
+        which cannot be killed, get the stop event as usual)."""
+        self.stop()
+        for worker in self._supervisor.workers():
+            worker.kill()
+
+    def wait(self, labels_to_wait_for: Sequence[str] | str | None = None,
+             raise_error: bool = True, return_on_first_completed: bool = False, *,
+             timeout: float | None = None) -> bool:
+        """Blocks until the program has stopped and every node has ended - or, as Launchpad's
+        wait did, until the nodes of groups `labels_to_wait_for` have (the others run on), or
+        with `return_on_first_completed` until one has. True once done; False if `timeout`
+        seconds passed first.
+
+        Raises:
+          NodeFailedError: a node failed (the first one), with its traceback: at once,
+            whatever is waited for (a failure stops the program), unless `raise_error` is
+            False, which waits on and returns.
+          ValueError: a label names no group of the program.
+
+        A number in first place is the timeout (`wait(30)`), as before Launchpad's
+        parameters came: labels are text, so the two never mix.
+        """
+        if isinstance(labels_to_wait_for, (int, float)) and not isinstance(
+                labels_to_wait_for, bool):
+            labels_to_wait_for, timeout = None, labels_to_wait_for
+        if labels_to_wait_for is None and not return_on_first_completed:
+            ended = interrupts.wait_in_slices(self._finished.wait, timeout)
+        else:
+            units = self.program.node_keys(labels_to_wait_for)
+            ended = interrupts.wait_in_slices(lambda slice_secs: self._supervisor.wait_for_units(
+                units, return_on_first_completed, raise_error, slice_secs), timeout)
+        if not ended:
+            return False
+        if raise_error and self.failure is not None:
+            self.failure_raised = True
+            raise self.failure
+        return True
+
+    def stop_and_wait(self) -> bool:
+        """Stops the program and blocks until every node has ended (Launchpad's name).
+
+        Raises:
+          NodeFailedError: a node failed before the stop.
+        """
+        self.stop()
+        return self.wait()
+
+    def __enter__(self) -> "Controller":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self.stop()
+        if exc_type is None:
+            self.wait()
+        else:
+            self._finished.wait()
+
+    def _stop_sequence(self) -> None:
+        with self._lock:
+            contexts = list(self._contexts)
+            stop_waiters, self._stop_waiters = self._stop_waiters, []
+        for future in stop_waiters:
+            settle(future, True)
+        for node_context in contexts:
+            node_context.notify_stop()
+        self._supervisor.wait_for_restarts_under_way()
+        ending.end_workers(self._supervisor.workers(), self._grace,
+                           f"of program {self.program_name}")
+        self._supervisor.all_ended("the program stopped")
+        with self._lock:
+            callbacks, self._finish_callbacks = self._finish_callbacks or [], None
+            self._ended_nodes = True
+            end_waiters, self._end_waiters = self._end_waiters, []
+        for future in end_waiters:
+            settle(future, True)
+        self._server.stop()
+        control.forget(self.address)
+        self._process_starter.close()
+        for callback in callbacks:
+            try:
+                callback()
+            except Exception:  # noqa: BLE001 - cleanup of one launcher must not block wait()
+                logging.exception("Cleanup of program %s failed", self.program_name)
+        context.remove_process_context(self.launcher_context)
+        self._finished.set()
+

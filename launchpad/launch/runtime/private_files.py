@@ -1,0 +1,120 @@
+"""The launch's files on this host (node specs, failure reports, logs), where no other user can
+reach them.
+
+Node specs and failure reports are pickles: whoever can write one runs code as the launching
+user when it is read. So they live in `$TMPDIR/launchpad-runs-<uid>/<run>/`, a folder that is
+checked, not trusted: every folder on the way to it must be owned by root or this user and,
+when others may write to it, sticky (as /tmp is, so nobody can rename what is ours); the
+per-user folder must be ours, not a symlink, and closed to others (0700). A file is read only
+if it is a regular file of ours that others cannot write, opened without following symlinks.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+
+from launchpad.launch.runtime.errors import UnsafePathError
+
+
+def make_private_dir(prefix: str, parent: str | None = None) -> str:
+    """A new private folder for one launch: <parent>/launchpad-runs-<uid>/<prefix>XXXXXXXX.
+
+    Args:
+      prefix: starts the folder's name.
+      parent: where the per-user folder is (default the temporary folder, $TMPDIR); a
+        cluster launch gives a folder of the shared filesystem.
+    Raises:
+      UnsafePathError: another user could reach the folder (named, with what is wrong).
+    """
+    parent = os.path.realpath(parent or tempfile.gettempdir())
+    os.makedirs(parent, 0o700, exist_ok=True)
+    _check_ancestors(parent)
+    base = os.path.join(parent, f"launchpad-runs-{os.geteuid()}")
+    try:
+        os.mkdir(base, 0o700)
+    except FileExistsError:
+        pass
+    _check_own_dir(base, 0o077, "other users may open it")
+    return tempfile.mkdtemp(prefix=prefix, dir=base)  # 0700, a fresh name
+
+
+def check_private_dir(path: str) -> None:
+    """Checks, before anything in it is read, that `path` is a folder of this user that no
+    one else can write to, below folders that are safe (see the module doc).
+
+    Raises:
+      FileNotFoundError: there is no such folder.
+      UnsafePathError: another user could have put or replaced what is in it (named).
+    """
+    _check_ancestors(os.path.dirname(os.path.realpath(path)))
+    _check_own_dir(path, 0o022, "other users may write to it")
+
+
+def _check_own_dir(path: str, closed: int, why: str) -> None:
+    """`path` is a real folder (not a symlink) of this user, without the mode bits `closed`."""
+    info = os.lstat(path)
+    if not stat.S_ISDIR(info.st_mode):
+        _refuse(path, "it is not a folder (a symlink, or a file)")
+    if info.st_uid != os.geteuid():
+        _refuse(path, f"it belongs to uid {info.st_uid}, not to this user ({os.geteuid()})")
+    if info.st_mode & closed:
+        _refuse(path, f"{why} (mode {stat.S_IMODE(info.st_mode):o}, expected 700)")
+
+
+def _check_ancestors(path: str) -> None:
+    """Every folder from `/` to `path` is safe to keep private files below (see module doc)."""
+    current = os.sep
+    for part in [p for p in path.split(os.sep) if p]:
+        current = os.path.join(current, part)
+        info = os.lstat(current)
+        if info.st_uid not in (0, os.geteuid()):
+            _refuse(current, f"it belongs to uid {info.st_uid}, who could rename what is in it")
+        if info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX:
+            _refuse(current, f"other users may write to it and it is not sticky (mode "
+                             f"{stat.S_IMODE(info.st_mode):o})")
+
+
+def _refuse(path: str, why: str) -> None:
+    raise UnsafePathError(
+        f"Cannot keep or read the launch's private files under {path}: {why}. Remove it if "
+        "it is yours to remove, or set TMPDIR (for run records: LAUNCHPAD_RUN_DIR) to a "
+        "folder only you can write to")
+
+
+def write_private(path: str, data: bytes) -> None:
+    """Writes a new file of ours at `path`, readable by this user only."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
+    with open(os.open(path, flags, 0o600), "wb") as f:
+        f.write(data)
+
+
+def read_private(path: str, owners: tuple[int, ...] | None = None) -> bytes:
+    """The bytes of `path`, if it is a regular file of ours that no one else can write.
+
+    Args:
+      path: the file.
+      owners: the uids it may belong to (default: this user's only; a Kubernetes volume's
+        files belong to root).
+    Raises:
+      FileNotFoundError: there is no such file.
+      UnsafePathError: it is a symlink, not a regular file, another user's, or writable by
+        others (nothing of it is read).
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as e:
+        if isinstance(e, FileNotFoundError):
+            raise
+        raise UnsafePathError(f"Refused to read {path}: {e.strerror}") from e
+    with open(fd, "rb") as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise UnsafePathError(f"Refused to read {path}: not a regular file")
+        if info.st_uid not in (owners or (os.geteuid(),)):
+            raise UnsafePathError(f"Refused to read {path}: it belongs to uid {info.st_uid}")
+        if info.st_mode & 0o022:
+            raise UnsafePathError(f"Refused to read {path}: others may write to it (mode "
+                                  f"{stat.S_IMODE(info.st_mode):o})")
+        return f.read()

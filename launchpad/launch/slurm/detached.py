@@ -1,0 +1,273 @@
+"""Detached Slurm programs: the controller inside the job, so the program lives in the cluster.
+
+    controller = lp.launch(program, launch_type="slurm", detach=True)   # returns at once
+    run_id = controller.run_id
+    ...                                      # the launching process may go
+    lp.attach(run_id).stop()                 # later, from any process of the same user
+                                             # (attach.py)
+
+    the launching process                  the job's batch step, on a node of the job
+      the launch's spec (a private file) -> python -m launchpad.launch --control PATH:
+      sbatch                                a Controller listening where the cluster's hosts
+                                            reach it, starting a step per node (slurm/launcher.py)
+      SlurmRemoteController: stop() asks   <- controller.address (a private file)
+        wait() reads how it ended        <- outcome (a private file): failure, stop reason
+                                            then the batch step ends, and with it the job
+
+The launching process may go (log out of the login node): the program runs on until it ends
+or is stopped (`lp.attach(run_id).stop()`, or `scancel JOBID`). The run folder of the shared
+filesystem, private to the user, is the run's record: its name is the run id, and it holds
+the job id, the controller's address and token, and in the end the program's outcome.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pickle
+import sys
+import time
+from typing import Any
+
+import cloudpickle
+
+from launchpad import address, control, telemetry
+from launchpad.context import LaunchType
+from launchpad.courier import TLS
+from launchpad.launch.runtime import errors, private_files, run_records
+from launchpad.launch.runtime.controller import Controller
+from launchpad.launch.runtime.remote import RemoteController
+from launchpad.launch.slurm import job as slurm_job
+from launchpad.launch.slurm import launcher as slurm
+from launchpad.launch.slurm import placement as slurm_placement
+from launchpad.program import Program
+
+_POLL_SECS = 0.2  # how often the run folder and the job's state are read (no event for them)
+
+
+@dataclasses.dataclass
+class _LaunchSpec:
+    """What the batch step needs to launch the program where it runs."""
+
+    program: bytes  # cloudpickle of the Program
+    options: dict[str, Any]
+    termination_notice_secs: float
+    liveness_timeout_secs: float
+    tls: TLS | None
+    startup_timeout_secs: float
+    placement: slurm_placement.Placement  # computed at launch, against the cluster then
+
+
+def launch(program: Program, options: dict[str, Any], *, termination_notice_secs: float,
+           liveness_timeout_secs: float, startup_timeout_secs: float,
+           tls: TLS | None) -> SlurmRemoteController:
+    """Submits the job whose batch step is the program's controller."""
+    settings = options["slurm"] or slurm.SlurmSettings()
+    placement = slurm.placement_of(program, options["resources"], settings)
+    run_dir = run_records.make(program.name, settings.run_dir)
+    try:
+        pickled = cloudpickle.dumps(program)
+    except Exception as e:
+        raise ValueError(f"Program {program.name!r} cannot be serialized for its controller "
+                         f"in the job ({type(e).__name__}: {e})") from e
+    path = os.path.join(run_dir, "launch.spec")
+    kept = {k: options[k] for k in ("resources", "slurm", "local_resources", "terminal",
+                                    "bind_address")}
+    private_files.write_private(path, pickle.dumps(_LaunchSpec(
+        pickled, kept, termination_notice_secs, liveness_timeout_secs, tls,
+        startup_timeout_secs, placement)))
+    job = slurm_job.SlurmJob.submit(
+        placement, slurm.sbatch_argv(placement, settings, run_dir,
+                                     [sys.executable, "-m", "launchpad.launch", "--control",
+                                      path]),
+        pending_timeout_secs=settings.pending_timeout_secs)
+    private_files.write_private(os.path.join(run_dir, "job"), job.job_id.encode())
+    return SlurmRemoteController(program.name, job, run_dir, tls)
+
+
+def attach(folder: str) -> SlurmRemoteController:
+    """The controller of the detached run whose record is `folder` (lp.attach finds it).
+
+    Raises:
+      LaunchError: the run is not a detached Slurm run.
+    """
+    try:
+        job_id = private_files.read_private(os.path.join(folder, "job")).decode()
+        launch_spec = pickle.loads(private_files.read_private(
+            os.path.join(folder, "launch.spec")))
+    except FileNotFoundError as e:
+        raise errors.LaunchError(f"Run {os.path.basename(folder)!r} is not a detached run "
+                                 f"({e})") from e
+    return SlurmRemoteController(run_records.program_name_of(os.path.basename(folder)),
+                                 slurm_job.SlurmJob(job_id, launch_spec.placement, running=True),
+                                 folder, launch_spec.tls)
+
+
+def is_slurm_run(folder: str) -> bool:
+    """Whether `folder` is the record of a detached Slurm run."""
+    return os.path.exists(os.path.join(folder, "job"))
+
+
+def run_of(folder: str) -> run_records.Run | None:
+    """The detached Slurm run recorded in `folder`, for `launchpad ls`; while its job waits
+    to run, with what it waits for (`pending`, and no controller yet); None once it has
+    ended."""
+    if os.path.exists(os.path.join(folder, "outcome")):
+        return None
+    launch_spec = pickle.loads(private_files.read_private(os.path.join(folder, "launch.spec")))
+    try:
+        address, token = pickle.loads(private_files.read_private(
+            os.path.join(folder, "controller.address")))
+        pending = ""
+    except FileNotFoundError:
+        job_id = private_files.read_private(os.path.join(folder, "job")).decode()
+        pending = slurm_job.SlurmJob(job_id, launch_spec.placement, running=True).waiting()
+        if not pending:
+            return None  # it ended before its controller started, or that is starting now
+        address = token = ""
+    run_id = os.path.basename(folder)
+    return run_records.Run(run_id, run_records.program_name_of(run_id), "slurm (detached)",
+                           run_records.started_at_of(run_id), address, token,
+                           launch_spec.tls, folder, log_dir=folder, pending=pending)
+
+
+def run_controller(path: str) -> int:
+    """The batch step: launches the program from here and holds the job until it ends."""
+    launch_spec = pickle.loads(private_files.read_private(path))
+    program: Program = cloudpickle.loads(launch_spec.program)
+    options = launch_spec.options
+    settings = options["slurm"] or slurm.SlurmSettings()
+    controller = Controller(
+        program, termination_notice_secs=launch_spec.termination_notice_secs,
+        liveness_timeout_secs=launch_spec.liveness_timeout_secs,
+        startup_timeout_secs=launch_spec.startup_timeout_secs,
+        host=address.routed_host(slurm.slurmctld_address()), tls=launch_spec.tls,
+        launch_type=LaunchType.SLURM.value)
+    run_dir = os.path.dirname(path)
+    controller.run_id = os.path.basename(run_dir)
+    # This job: it ends when this batch step does, so the program's end need not cancel it.
+    job = slurm_job.SlurmJob(os.environ["SLURM_JOB_ID"], launch_spec.placement, running=True,
+                             ends_with_this_process=True)
+    slurm.start_nodes(program, controller, job, settings, run_dir,
+                      terminal=options["terminal"], local_resources=options["local_resources"],
+                      bind_address=options["bind_address"])
+    private_files.write_private(os.path.join(run_dir, "controller.address"),
+                                pickle.dumps((controller.address, controller.token)))
+    try:
+        controller.wait()
+        failure = None
+    except errors.NodeFailedError as e:
+        failure = e
+    private_files.write_private(os.path.join(run_dir, "outcome"), pickle.dumps((
+        failure, controller.stop_reason, controller.exit_codes(), controller.restarts())))
+    return 0
+
+
+class SlurmRemoteController(RemoteController):
+    """The controller of a detached program, whose controller runs inside its Slurm job: the
+    same `wait()`, `stop()`, `kill()`, `stop_and_wait()`, `exit_codes()`, `restarts()` and
+    `with` as `lp.Controller`; `run_id` names the run for `lp.attach`."""
+
+    def __init__(self, program_name: str, job: slurm_job.SlurmJob, run_dir: str,
+                 tls: TLS | None):
+        self.program_name = program_name
+        self.job_id = job.job_id
+        self.run_dir = run_dir
+        self.run_id = os.path.basename(run_dir)
+        self._job = job
+        self._tls = tls
+        self.failure: errors.NodeFailedError | None = None
+        self.stop_reason = ""
+        self._killed = False
+
+    def _read(self, name: str) -> Any:
+        try:
+            return pickle.loads(private_files.read_private(os.path.join(self.run_dir, name)))
+        except FileNotFoundError:
+            return None
+
+    def _ask(self, method: str, *args: Any) -> Any:
+        """Calls the controller (None if it has not said where it is yet)."""
+        where = self._read("controller.address")
+        if where is None:
+            return None
+        client = control.ControllerClient(*where, self._tls)
+        try:
+            return getattr(client, method)(*args)
+        finally:
+            client.close()
+
+    def stop(self, reason: str = "") -> None:
+        """Asks the program to stop (the job is cancelled if it has not started yet)."""
+        if self._read("outcome") is not None:
+            return  # it has ended
+        if self._read("controller.address") is None:
+            self.kill()  # its controller has not started: nothing runs yet
+            return
+        self._ask("request_stop", reason)
+
+    def exit_codes(self) -> dict[str, int | None]:
+        """'label/index' -> how each node's run ended (None: running); {} before it runs."""
+        outcome = self._read("outcome")
+        return outcome[2] if outcome is not None else self._ask("exit_codes") or {}
+
+    def restarts(self) -> dict[str, int]:
+        """'label/index' -> how many times the node was restarted by its group's policy."""
+        outcome = self._read("outcome")
+        return outcome[3] if outcome is not None else self._ask("restarts") or {}
+
+    def status(self) -> telemetry.ProgramStatus | None:
+        """The program's status from its controller; while its job waits to run, 'pending'
+        with Slurm's reason; None once it has ended."""
+        if self._read("outcome") is not None:
+            return None  # it has ended
+        if self._read("controller.address") is None:  # pending, or its controller starting
+            run = run_of(self.run_dir)
+            return run.pending_status() if run is not None and run.pending else None
+        try:
+            return self._ask("status")
+        except Exception:  # noqa: BLE001 - it ended as we asked: its controller is gone
+            return None
+
+    def kill(self) -> None:
+        """Ends the job at once (`wait()` then returns True, here and in every process
+        attached to the run: the outcome says it was killed, unless its controller said how
+        the program ended first)."""
+        self._killed = True
+        self.stop_reason = f"killed: Slurm job {self.job_id} was cancelled"
+        self._job.cancel()
+        if self._read("outcome") is None:  # the job has ended: nothing else writes it now
+            partial = os.path.join(self.run_dir, ".outcome")
+            private_files.write_private(partial, pickle.dumps(
+                (None, self.stop_reason, {}, {})))
+            os.replace(partial, os.path.join(self.run_dir, "outcome"))  # whole, or not there
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Blocks until the program has ended, and its job with it (the batch step ends
+        right after it writes the outcome); False if `timeout` seconds passed first.
+
+        Raises:
+          NodeFailedError: a node failed (the first one), with its traceback.
+          LaunchError: the job ended without its controller saying how (see its output).
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            outcome = self._read("outcome")
+            alive = self._job.alive()
+            if outcome is not None and not alive:
+                self.failure, self.stop_reason = outcome[:2]
+                if self.failure is not None:
+                    raise self.failure
+                return True
+            if not alive and outcome is None:
+                if self._killed:
+                    return True
+                if self._read("outcome") is None:
+                    raise errors.LaunchError(
+                        f"Slurm job {self.job_id} of program {self.program_name!r} ended "
+                        "before its controller said how the program did; see "
+                        f"{os.path.join(self.run_dir, f'slurm-{self.job_id}.out')}")
+                continue
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            time.sleep(_POLL_SECS)  # the run folder and the job's state: no event for them

@@ -1,0 +1,235 @@
+"""slurm: a program is one Slurm job; each host of it runs one step, its host agent.
+
+    lp.launch(program, launch_type="slurm",
+              resources={"learner": lp.Resources(cpus=4, gpus=1), "actor": lp.Resources()},
+              slurm=lp.SlurmSettings(partition="gpu", time_limit="2:00:00"))
+
+    place   -> the Placement (slurm/placement.py): every node on a host slot of a component,
+               packed against the partition's hosts (sinfo); a layout that cannot fit is
+               refused with the numbers, and --lp_dry_run shows it and stops there
+    sbatch  -> one allocation (slurm/job.py): one component, or one per kind of group (a
+               heterogeneous job); its batch step is the job holder (job_holder.py), which
+               ends the job if the launching process dies. While it pends, its state and
+               Slurm's reason are printed and are the program's status
+    running -> each host: one step, its host agent (`srun --jobid=J [--het-group=G] -w
+               HOST --exact -n1 -c SHARE ... --agent`, slurm/agents.py, host_agent.py),
+               which forks each node placed there from a fork server - the runner on its
+               spec file, in the run folder of the shared filesystem - binds it to its
+               share of the host's CPUs and GPUs (slot_binding.py), passes its output
+               back, and sends the controller one heartbeat and one telemetry report per
+               host and period
+    stop    -> the same as under local_mp (stop event, grace, SIGTERM, SIGKILL, each to the
+               node's process group through its agent), then the agents end, then `scancel`
+               of the job: it never outlives its program
+               (a SIGTERM or SIGHUP of the launching process stops it as Ctrl+C does)
+
+The controller stays in the launching process (a login node), listening on the address the
+cluster's hosts reach it at; nodes bind the interface through which their host reaches the
+controller, and advertise it. Nodes run with the launching interpreter and `sys.path` (the
+Slurm convention of a shared filesystem). Node output comes back through srun to the
+launch's terminal (prefixed lines) and is kept in a log per node in the run folder.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import shutil
+import socket
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from launchpad import address
+from launchpad.launch.node_process import slot_binding
+from launchpad.launch.runtime import resources as resources_lib
+from launchpad.launch.runtime import run_records, spec, terminals
+from launchpad.launch.runtime.controller import Controller
+from launchpad.launch.runtime.errors import LaunchError, SlurmError
+from launchpad.launch.runtime.process import NodeProcess, PythonProcess
+from launchpad.launch.slurm import agents as slurm_agents
+from launchpad.launch.slurm import inventory as slurm_inventory
+from launchpad.launch.slurm import job as slurm_job
+from launchpad.launch.slurm import job_holder
+from launchpad.launch.slurm.job import SlurmJob, run
+from launchpad.launch.slurm.placement import Placement, place
+from launchpad.launch.slurm.settings import SlurmSettings
+from launchpad.program import Program
+
+_COMMANDS = ("sbatch", "srun", "scancel", "squeue", "scontrol", "sinfo")
+
+
+def validate(*, slurm: SlurmSettings | None, local_resources: dict | None,
+             terminal: str | None, **unused: Any) -> None:
+    if slurm is not None and not isinstance(slurm, SlurmSettings):
+        raise TypeError(f"slurm must be an lp.SlurmSettings, got {slurm!r}")
+    missing = [c for c in _COMMANDS if shutil.which(c) is None]
+    if missing:
+        raise LaunchError(f"launch_type='slurm' needs Slurm's client commands, and "
+                          f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not "
+                          "on PATH: run the launch where Slurm is installed (a login node)")
+    for group, settings in (local_resources or {}).items():
+        if not isinstance(settings, PythonProcess) or settings.interpreter_args:
+            raise TypeError(f"local_resources[{group!r}] under slurm must be an "
+                            "lp.PythonProcess with args, env or interpreter (its nodes' "
+                            "steps run that interpreter, without interpreter_args)")
+    if terminals.choose(terminal) == terminals.TMUX_SESSION:
+        raise ValueError("terminal='tmux_session' is not available under slurm; use "
+                         "'current_terminal' or 'output_to_files'")
+
+
+def controller_host(*, slurm: SlurmSettings | None, **unused: Any) -> str:
+    """Where the cluster's hosts reach the controller: this host's address on the route to
+    slurmctld, unless the settings say."""
+    settings = slurm or SlurmSettings()
+    if settings.controller_host:
+        return settings.controller_host
+    return address.routed_host(slurmctld_address())
+
+
+def slurmctld_address() -> str:
+    config = run(["scontrol", "show", "config"]).stdout
+    found = re.search(r"^SlurmctldHost\[0\]\s*=\s*([^\s(]+)(?:\(([^)]+)\))?", config, re.M)
+    if found is None:
+        raise SlurmError("Cannot find SlurmctldHost in `scontrol show config`; give "
+                         "lp.SlurmSettings(controller_host=...)")
+    name, addr = found.groups()
+    return addr or socket.gethostbyname(name)
+
+
+def placement_of(program: Program, resources: dict | None,
+                 settings: SlurmSettings) -> Placement:
+    """Where every node of `program` goes, against the cluster's hosts now.
+
+    Raises:
+      SlurmError: it cannot fit the partition (the message has the numbers).
+    """
+    needs = resources_lib.per_group(list(program.groups), program.name, resources)
+    nodes = [(node.name, node.label, needs[node.label]) for node in program.get_all_nodes()]
+    inventory = slurm_inventory.read(lambda argv: run(argv).stdout)
+    return place(program.name, nodes, inventory, settings.partition, settings.components)
+
+
+def sbatch_argv(placement: Placement, settings: SlurmSettings, run_dir: str,
+                batch_step: list[str]) -> list[str]:
+    """The job's `sbatch` request: the placement's components with the settings'
+    options, its output in the run folder."""
+    return placement.sbatch_argv(
+        [f"--job-name=lp-{placement.program}",
+         f"--output={os.path.join(run_dir, 'slurm-%j.out')}"],
+        settings.sbatch_options(), batch_step)
+
+
+def dry_run(program: Program, *, resources: dict | None, slurm: SlurmSettings | None,
+            **unused: Any) -> str:
+    """What a launch would submit: each node's host slot, and the sbatch request."""
+    settings = slurm or SlurmSettings()
+    placement = placement_of(program, resources, settings)
+    return placement.describe(sbatch_argv(placement, settings, "RUN_DIR",
+                                          ["python", "-m", "launchpad.launch", "..."]))
+
+
+def pending_reporter(controller: Controller) -> Callable[[str, str], None]:
+    """What a job's wait says: printed when it changes (and once a minute), and kept as the
+    program's status (`controller.pending`) until the job runs."""
+    said = []
+
+    def report(state: str, reason: str) -> None:
+        if state == slurm_job.RUNNING:
+            controller.pending = ""
+            return
+        controller.pending = slurm_job.pending_text(state, reason)
+        if not reason and not said:
+            said.append(True)  # a job's first second: the scheduler has not looked yet
+            return
+        try:
+            print(f"launchpad: program {controller.program_name!r}: {controller.pending}",
+                  file=sys.stderr, flush=True)
+        except OSError:
+            pass  # a terminal gone (SIGHUP): the status still says it
+    return report
+
+
+def _stop_signals(settings: SlurmSettings) -> dict[str, str]:
+    if not settings.stop_before_end_secs:
+        return {}
+    return {"SIGUSR1": "Slurm warned that the job ends soon (its time limit is at most "
+                       f"{settings.stop_before_end_secs}s away, or it is being preempted)"}
+
+
+def launch(program: Program, controller: Controller, *, resources: dict | None,
+           slurm: SlurmSettings | None, local_resources: dict | None, terminal: str | None,
+           bind_address: str | None, **unused: Any) -> None:
+    """Submits `program` as one Slurm job and starts a step per node once it runs."""
+    settings = slurm or SlurmSettings()
+    placement = placement_of(program, resources, settings)
+    run_dir = run_records.make(program.name, settings.run_dir)
+    holder = os.path.join(run_dir, "job.holder")
+    job_holder.write(holder, job_holder.HolderSpec(
+        controller.address, controller.token, controller.tls,
+        controller.liveness_timeout_secs))
+    argv = sbatch_argv(placement, settings, run_dir,
+                       [sys.executable, "-m", "launchpad.launch", "--hold", holder])
+    controller.pending = "Slurm job submitted"
+    job = SlurmJob.submit(placement, argv, on_pending=pending_reporter(controller),
+                          pending_timeout_secs=settings.pending_timeout_secs)
+    start_nodes(program, controller, job, settings, run_dir, terminal=terminal,
+                local_resources=local_resources, bind_address=bind_address)
+
+
+def start_nodes(program: Program, controller: Controller, job: SlurmJob,
+                settings: SlurmSettings, run_dir: str, *, terminal: str | None,
+                local_resources: dict | None, bind_address: str | None) -> None:
+    """Starts the nodes of `program` under `controller` once `job` runs, each on its host
+    slot through that host's agent (one srun step per host); the agents and the job end
+    when the program does."""
+    term = terminals.make(terminals.choose(terminal), program.name, run_dir, keep_logs=True)
+    controller.log_dir = run_dir  # every terminal keeps the nodes' logs there
+    controller.node_output = term
+    placement = job.placement
+    agent_spec = slurm_agents.write_agent_spec(run_dir, "hosts", controller)
+    agents = {(g, h): slurm_agents.HostAgent(job, g, h, component, agent_spec,
+                                             os.path.join(run_dir, f"agent.{g}.{h}.log"))
+              for g, component in enumerate(placement.components)
+              for h in range(component.hosts)}
+
+    def finish() -> None:
+        for agent in agents.values():
+            agent.close()
+        job.cancel()
+        term.close()
+
+    # A job still pending when the program stops is cancelled at once: its steps never run.
+    controller.launcher_context.add_stop_handler(
+        lambda: None if job.running else job.cancel())
+    controller.on_finish(finish)
+    offsets = _slot_offsets(placement)
+    node_processes = []
+    for node in program.get_all_nodes():
+        slot = placement.slot_of(node.name)
+        given = (local_resources or {}).get(node.label) or PythonProcess()
+        node_settings = dataclasses.replace(given, env={**(given.env or {}),
+                                                        **offsets[node.name]})
+        node_spec = spec.make_cluster_spec(node, controller, node_settings, bind_address,
+                                           _stop_signals(settings))
+        node_process = NodeProcess(
+            node.name, spec.write_spec_file(node_spec, run_dir), given,
+            agents[(slot.component, slot.host)], lambda name=node.name: term.open(name),
+            on_exit=controller.worker_ended)
+        controller.add_worker(node_process)
+        node_processes.append(node_process)
+    for node_process in node_processes:
+        node_process.start()
+
+
+def _slot_offsets(placement: Placement) -> dict[str, dict[str, str]]:
+    """Each node's share of its host's CPUs and GPUs, as offsets (slot_binding.py)."""
+    used: dict[tuple[int, int], tuple[int, int]] = {}
+    offsets = {}
+    for slot in placement.slots:
+        cpus, gpus = used.get((slot.component, slot.host), (0, 0))
+        offsets[slot.node] = slot_binding.slots_env(cpus, slot.needs.cpus, gpus,
+                                                    slot.needs.gpus)
+        used[(slot.component, slot.host)] = (cpus + slot.needs.cpus, gpus + slot.needs.gpus)
+    return offsets
