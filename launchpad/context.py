@@ -136,13 +136,13 @@ class NodeContext:
     def client_of(self, label: str, index: int, **options: Any) -> courier.Client:
         """A courier client of node label/index of this program (`options`: see Client)."""
         return courier.Client(self.resolver(label, index), token=self.token,
-                                     tls=self.tls, **options)
+                              tls=self.tls, **options)
 
     def new_server(self, **options: Any) -> courier.Server:
         """A courier server for this node: bound where the program reaches it, with its
         token (and TLS); `options`: see Server."""
         server = courier.Server(None, host=self.bind_host, token=self.token,
-                                       tls=self.tls, **options)
+                                tls=self.tls, **options)
         self.servers.append(server)
         return server
 

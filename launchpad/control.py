@@ -67,7 +67,7 @@ class ControllerClient:
         self.address = address
         # The controller exists before any node starts: if it cannot be reached, it is gone.
         self._client = courier.Client(address, token=token, wait_for_ready=False,
-                                             tls=tls)
+                                      tls=tls)
         self._checked = False
         self._ended = False  # (set by forget(): its calls fail at once)
         self._lock = threading.Lock()

@@ -369,7 +369,7 @@ class _Stream:
 
 
 def settle(future: concurrent.futures.Future, result: Any = None,
-            exception: BaseException | None = None) -> None:
+           exception: BaseException | None = None) -> None:
     """Completes a future unless the caller already cancelled it or it timed out."""
     try:
         if exception is not None:

@@ -275,7 +275,7 @@ class _ServerStream:
         self._ended = True
         status = grpc_common.STATUS_CODE_TO_CYGRPC_STATUS_CODE[code]
         self._send_in_order((cygrpc.SendStatusFromServerOperation((), status, details,
-                                                                   _NO_FLAGS),), _STATUS)
+                                                                  _NO_FLAGS),), _STATUS)
 
     def cancel(self) -> None:
         """Ends the stream without a status (it broke), if it has not ended."""

@@ -131,7 +131,7 @@ class InProcessStream:
         self._status: errors.StreamBroken | None = None
         if not target.admits(token):
             self._status = errors.StreamBroken(grpc.StatusCode.PERMISSION_DENIED,
-                                                streams.REFUSED_DETAILS)
+                                               streams.REFUSED_DETAILS)
         else:
             target.attach(self)
 

@@ -75,7 +75,7 @@ class LocalChannel:
             sock = first or _connect(self._path)
         except OSError as e:
             raise errors.StreamBroken(grpc.StatusCode.UNAVAILABLE,
-                                       f"cannot connect to {self._path}: {e}") from e
+                                      f"cannot connect to {self._path}: {e}") from e
         return LocalStream(sock, token, offer_shared_memory)
 
     def close(self) -> None:
@@ -166,7 +166,7 @@ class LocalStream:
             self._closed = True
             if self._status is None:
                 self._status = errors.StreamBroken(grpc.StatusCode.CANCELLED,
-                                                    "the stream was cancelled")
+                                                   "the stream was cancelled")
             self.cancel()
             self._sock.close()
             if self.lane is not None:

@@ -253,7 +253,7 @@ class LocalServer:
                     kind = None  # the client went away: the stream ends
                 except ValueError as e:
                     raise errors.PeerAborted(grpc.StatusCode.INVALID_ARGUMENT,
-                                              f"courier: {e}") from None
+                                             f"courier: {e}") from None
                 if kind != local_sockets.MESSAGE:  # the client ended the stream
                     self._finish(stream, grpc.StatusCode.OK, "")
                     return

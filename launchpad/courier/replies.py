@@ -27,7 +27,7 @@ def load_arguments(frame: serialization.Frame) -> tuple[tuple, dict]:
 
 
 def replies(outbox: queue.SimpleQueue, count: int,
-             lane: shared_memory.Lane | None) -> Iterator[tuple[list, bool]]:
+            lane: shared_memory.Lane | None) -> Iterator[tuple[list, bool]]:
     """Yields `count` replies, as few messages as possible (each the chunks of a message
     holding every reply ready), and whether it is the last. Large parts go through `lane`
     when the client invited that. A None in the outbox means the stream was cancelled
@@ -55,7 +55,7 @@ def result_frame(call_id: int, method: str, result: Any) -> list[serialization.O
 
 
 def future_frame(call_id: int, method: str,
-                  future: concurrent.futures.Future) -> list[serialization.OutFrame]:
+                 future: concurrent.futures.Future) -> list[serialization.OutFrame]:
     if future.cancelled():
         return error_frame(call_id, concurrent.futures.CancelledError(
             f"{method!r} was cancelled on the server"))

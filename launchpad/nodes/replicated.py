@@ -222,7 +222,7 @@ def _cluster_of(plan: _Plan, node: context.NodeContext, role_index: int) -> Any:
     for other, (task_type, _) in enumerate(plan.roles):
         try:
             address = node.controller.resolve(node.label, plan.first_index + other, _TF_ADDRESS,
-                                             max(0.0, deadline - time.monotonic()))
+                                              max(0.0, deadline - time.monotonic()))
         except TimeoutError as e:
             raise TimeoutError(
                 f"Task {_task_name(plan, node.label, other)} of ReplicatedNode "

@@ -180,7 +180,7 @@ def _outcome(future):
 @example(call=("report", ["other", 0, "", telemetry.NodeSample("1", 1, {}, "now")]))
 @example(call=("heartbeats", [[("worker", 0, "run"), ("nobody", 0, "run")]]))
 @example(call=("reports", [[("worker", 0, "run", telemetry.NodeSample(1.0, 1, {}, 1.0)),
-                             ("worker", 1, "run", "not a sample")]]))
+                            ("worker", 1, "run", "not a sample")]]))
 @target(150)
 def test_every_call_gets_its_answer_or_its_error_and_the_controller_keeps_serving(
         controller, caller, thread_failures, call):

@@ -148,7 +148,7 @@ def local_attacked(serve, good_caller):
 @given(opening=hellos, sent=records)
 @target(60)
 def test_hostile_records_on_the_local_socket_end_only_their_connection(local_attacked,
-                                                                        opening, sent):
+                                                                       opening, sent):
     path, caller = local_attacked
     admitted, hello = opening
     answered = converse(path, hello + b"".join(sent))

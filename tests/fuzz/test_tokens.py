@@ -81,7 +81,7 @@ def test_the_payload_is_unpickled_with_the_right_token(guarded):
 @given(data=st.data())
 @target(40)
 def test_a_stream_without_the_right_token_is_refused_before_anything_is_unpickled(guarded,
-                                                                                   data):
+                                                                                  data):
     kind, channel, marker = guarded
     # gRPC metadata is printable ASCII; the other transports take any text.
     token = data.draw(wrong_tokens(_ASCII if kind == "grpc" else None), label="token")

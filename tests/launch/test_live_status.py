@@ -97,18 +97,18 @@ def test_the_text_table_has_every_node_aligned_with_its_failures():
 
 
 @pytest.mark.parametrize(("secs", "text"), [(None, "-"), (5.9, "5s"), (184, "3m04s"),
-                                             (7500, "2h05m")])
+                                            (7500, "2h05m")])
 def test_durations(secs, text):
     assert status_text.duration(secs) == text
 
 
 @pytest.mark.parametrize(("count", "text"), [(None, "-"), (512, "512B"), (5 << 10, "5.0K"),
-                                              (35 << 20, "35M"), (3 << 30, "3.0G")])
+                                             (35 << 20, "35M"), (3 << 30, "3.0G")])
 def test_sizes(count, text):
     assert status_text.size(count) == text
 
 
 @pytest.mark.parametrize(("secs", "text"), [(None, "-"), (25e-6, "25us"), (2.5e-3, "2.5ms"),
-                                             (2.5, "2.5s")])
+                                            (2.5, "2.5s")])
 def test_latencies(secs, text):
     assert status_text.latency(secs) == text

@@ -305,7 +305,7 @@ def _tmux(*args):
 
 
 def test_tmux_session_shows_each_node_in_its_own_window(launch_mp, capsys, monkeypatch,
-                                                         tmp_path):
+                                                        tmp_path):
     monkeypatch.setenv("TMUX_TMPDIR", str(tmp_path))  # a tmux server of this test's own
     monkeypatch.delenv("TMUX", raising=False)
     program = lp.Program("windows")

@@ -46,7 +46,7 @@ def _program(calls_done) -> lp.Program:
     program.add_node(lp.PyNode(call_then_wait, echo, calls_done), label="caller")
     # Restarted after a backoff longer than the test: it stays 'restarting', its failure kept.
     with program.group("crasher", restart=lp.RestartPolicy(max_restarts=1, backoff_secs=600,
-                                                         max_backoff_secs=600)):
+                                                           max_backoff_secs=600)):
         program.add_node(lp.PyNode(crash))
     return program
 
@@ -151,7 +151,7 @@ def test_reports_of_a_run_the_controller_gave_up_are_dropped():
     book.report(("n", 0), "first", telemetry.NodeSample(1.0, 1, {}, taken_at=1.0))
     [status] = book.statuses({})
     assert (status.pid, status.cpu_secs, status.state, status.restarts) == (11, None,
-                                                                             "running", 1)
+                                                                            "running", 1)
     with pytest.raises(TypeError, match="NodeSample"):
         book.report(("n", 0), "second", {"cpu_secs": 1})
 

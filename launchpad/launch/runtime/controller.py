@@ -127,7 +127,7 @@ class Controller(LaunchpadWorkers):
         self._process_starter = process.ChildProcessStarter(termination_notice_secs,
                                                             in_worker=False)
         self._server = courier.Server(ControllerService(self), host=host, port=port,
-                                             token=self._token, thread_pool_size=8, tls=tls)
+                                      token=self._token, thread_pool_size=8, tls=tls)
         bound = self._server.start()
         self.address = (f"{advertised_host}:{self._server.port}" if advertised_host
                         else bound)

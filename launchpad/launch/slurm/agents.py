@@ -71,7 +71,7 @@ class HostAgent:
         stdio = tuple(os.dup(fd) for fd in stdio)  # ours until the node ends
         started: concurrent.futures.Future = concurrent.futures.Future()
         threading.Thread(target=self._ask_spawn, args=(spec_path, settings, stdio, started,
-                                                      on_exit),
+                                                       on_exit),
                          daemon=True, name=f"lp-agent-spawn-{os.path.basename(spec_path)}"
                          ).start()
         return started

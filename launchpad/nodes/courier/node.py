@@ -75,7 +75,7 @@ class CourierHandle(base.Handle):
     def dereference(self) -> courier.Client:
         if self._address is not None and self._address.bound:  # outside any launch
             return courier.Client(self._address.resolve(), token=context.process_token(),
-                                         **self._client_kwargs)
+                                  **self._client_kwargs)
         program = self._program_context()
         return program.client_of(self._label, self._index, **self._client_kwargs)
 
