@@ -6,6 +6,8 @@
 # make test-upstream: Launchpad's own tests and examples, from its released wheels, run unchanged
 #            on ours (part of make test: the main suite runs tests/upstream).
 # make test-examples: the examples' longer runs (ResNet's other modes and its accuracy).
+# make docs: the documentation (docs/, README.md's blocks, the API reference from the
+#            docstrings) built as a site, offline, into site/; any warning fails it.
 
 PYENV_ROOT ?= $(shell pyenv root 2>/dev/null || echo $(HOME)/.pyenv)
 PY311 := $(firstword $(wildcard $(PYENV_ROOT)/versions/3.11*/bin/python3.11) $(shell command -v python3.11))
@@ -16,12 +18,12 @@ VENV_ACME := .venv-acme
 PIP_FLAGS := --quiet --disable-pip-version-check
 # The main venv has the full stack (the `tensorflow` and `reverb` extras of pyproject.toml:
 # TensorFlow 2.15, Reverb 0.14, numpy < 2, protobuf 4.25; the `examples`, `ray` and
-# `kubernetes` extras); the 3.13 venv has the newest TensorFlow (2.21, Keras 3: its
+# `kubernetes` extras, and `docs`); the 3.13 venv has the newest TensorFlow (2.21, Keras 3: its
 # `tensorflow` extra there) and the `examples` extra on the newest grpcio/protobuf, but no
 # Reverb (none exists for it), so both ends of the supported range are tested.
 
 .PHONY: demo test test-main test-examples test-upstream test-core313 test-acme system-packages lint \
-	bench clean
+	bench docs clean
 
 # System packages the tests use, installed when missing: tmux (for the tmux_session terminal);
 # Slurm, munge and iproute2 (for the Slurm cluster on network namespaces of tests/cluster);
@@ -45,7 +47,7 @@ $(VENV)/.installed: pyproject.toml
 	@test -n "$(PY311)" || { echo "Python 3.11 not found (pyenv or python3.11)"; exit 1; }
 	test -x $(VENV)/bin/python || $(PY311) -m venv $(VENV)
 	$(VENV)/bin/pip install $(PIP_FLAGS) --upgrade pip
-	$(VENV)/bin/pip install $(PIP_FLAGS) -e '.[dev,tensorflow,reverb,examples,ray,kubernetes]'
+	$(VENV)/bin/pip install $(PIP_FLAGS) -e '.[dev,tensorflow,reverb,examples,ray,kubernetes,docs]'
 	touch $@
 
 $(VENV313)/.installed: pyproject.toml
@@ -103,8 +105,8 @@ test-upstream: system-packages $(VENV)/.installed
 # twice would take make test past 25 minutes now that the 3.13 run has TensorFlow's tests;
 # so do the examples' longer runs (marked long_example: the same trainer's modes are tested
 # here by tests/launch/test_replicated.py).
-# The tools around the runtime - the CLI, the pictures, the dashboard, the live table - are
-# pure Python with nothing of the Python, grpcio or TensorFlow version in them, and the
+# The tools around the runtime - the CLI, the pictures, the dashboard, the live table, the
+# docs - are pure Python with nothing of the Python, grpcio or TensorFlow version in them, and the
 # fault matrix, fuzzing, soak and token checks test the launchers' and courier's own logic
 # (the courier suite itself runs here): main venv only.
 # Launchpad's own tests (tests/upstream) are written for Python <= 3.10 (assertRaisesRegexp,
@@ -112,7 +114,7 @@ test-upstream: system-packages $(VENV)/.installed
 MAIN_VENV_ONLY := tests/cli tests/test_dot.py tests/test_cli_graph.py tests/upstream \
 	tests/launch/test_dashboard.py tests/launch/test_live_status.py tests/fuzz tests/soak \
 	tests/launch/test_faults.py tests/launch/test_token_exposure.py \
-	tests/launch/test_processes.py
+	tests/launch/test_processes.py tests/test_docs.py
 test-core313:
 	@if [ -n "$(PY313)" ]; then \
 	  $(MAKE) $(VENV313)/.installed && \
@@ -137,5 +139,10 @@ bench: system-packages $(VENV)/.installed
 	$(VENV)/bin/python -m benchmarks.launch_slurm  # as root: it starts its own Slurm
 	$(VENV)/bin/python -m benchmarks.controller_scale
 
+# The site (mkdocs.yml): the API reference is read from the sources by mkdocstrings, which
+# imports neither launchpad nor TensorFlow; nothing is fetched. tests/test_docs.py builds it too.
+docs: $(VENV)/.installed
+	$(VENV)/bin/mkdocs build --strict --site-dir site
+
 clean:
-	rm -rf $(VENV) $(VENV313) $(VENV_ACME) *.egg-info test-artifacts .upstream
+	rm -rf $(VENV) $(VENV313) $(VENV_ACME) *.egg-info test-artifacts .upstream site
