@@ -26,6 +26,7 @@ from launchpad.launch.kubernetes.settings import KubernetesSettings
 from launchpad.launch.launch import launch
 from launchpad.launch.ray.settings import RaySettings
 from launchpad.launch.runtime.controller import Controller
+from launchpad.launch.runtime.controllers import ProgramController
 from launchpad.launch.runtime.errors import (
     KubernetesError,
     LaunchError,
@@ -76,7 +77,7 @@ __all__ = [
     "launch", "LaunchType", "LAUNCH_TYPE", "flags", "context", "lazy_loader", "is_local_launch",
     "is_local_launch_or_test", "Controller", "PythonProcess", "DockerConfig", "Resources",
     "SlurmSettings", "SlurmError", "RaySettings", "KubernetesSettings", "KubernetesError",
-    "kubernetes_manifests", "attach", "RemoteController",
+    "kubernetes_manifests", "attach", "RemoteController", "ProgramController",
     "LaunchError", "NodeEndedError", "NodeFailedError", "NodeNotReadyError",
     "NodeSerializationError", "ProgramStoppedError",
     "UnknownNodeError",

@@ -246,3 +246,22 @@ def test_the_rooms_of_launch_import_one_way():
 def test_launch_has_few_modules_at_its_top():
     top = sorted(p.name for p in (PACKAGE / "launch").glob("*.py"))
     assert len(top) <= 12, top
+
+
+def test_no_attribute_of_a_controller_is_assigned_outside_its_class():
+    """A controller is built whole by its launch; what changes while it runs changes through
+    its methods (set_pending, ...), never by another module writing it."""
+    written = []
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets = (node.targets if isinstance(node, ast.Assign)
+                       else [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign))
+                       else [])
+            for target in targets:
+                owner = target.value if isinstance(target, ast.Attribute) else None
+                name = (owner.attr if isinstance(owner, ast.Attribute)
+                        else getattr(owner, "id", ""))
+                if name.lstrip("_").endswith("controller"):
+                    written.append(f"{path.relative_to(PACKAGE)}:{node.lineno} "
+                                   f"{ast.unparse(target)}")
+    assert not written, "\n".join(written)

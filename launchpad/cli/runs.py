@@ -120,9 +120,11 @@ def ls(args: argparse.Namespace) -> int:
 def _cancel_pending(run: run_records.Run, timeout: float) -> int:
     """Stops a run that waits to start: its job is cancelled (nothing of it runs yet)."""
     from launchpad.launch import attach
-    controller = attach.attach(run.run_id, os.path.dirname(os.path.dirname(run.folder)))
+    from launchpad.launch.runtime.controllers import ProgramController
+    controller: ProgramController = attach.attach(
+        run.run_id, os.path.dirname(os.path.dirname(run.folder)))
     controller.stop(f"launchpad stop from pid {os.getpid()}")
-    if not controller.wait(timeout):
+    if not controller.wait(timeout=timeout):
         fail(f"run {run.run_id} is still in the cluster's queue {timeout:g} s after its "
              "job was cancelled")
     print(f"launchpad: stopped run {run.run_id} (program {run.program}): its job was "

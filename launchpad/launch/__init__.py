@@ -1,9 +1,11 @@
 """Launching: turns a program into running nodes, under one controller.
 
 The top of this package is what users call, and Launchpad's module paths:
-`launch.py` (`lp.launch`), `attach.py` (`lp.attach`), `__main__.py` (what a node's host
-runs), and Launchpad's `worker_manager*`, `serialization`, `signal_handling` and
-`*_multi_*` folders. The rooms below it, each with one job:
+`launch.py` (`lp.launch`), `options.py` (its options, checked against one schema),
+`launchers.py` (the table of launchers, one row per launch type), `attach.py`
+(`lp.attach`), `run_registry.py` (the runs `launchpad ls` lists), `__main__.py` (what a
+node's host runs), and Launchpad's `worker_manager*`, `serialization`, `signal_handling`
+and `*_multi_*` folders. The rooms below it, each with one job:
 
     runtime/       the program's controller and what every launcher shares
     node_process/  what runs in and around a node's process on its host

@@ -1,13 +1,15 @@
 """`lp.attach(run_id)`: the controller of a detached run, from any process of its user.
 
-The run's record (run_records.py) says which cluster launcher made it: a detached Slurm run
-(slurm/detached.py) or a detached Ray run (ray/detached.py). A Kubernetes run is found in the
-cluster itself, by its launch label, in the namespace given (kubernetes/launcher.py).
+The run's record (run_records.py) is found in the run folder, and the launcher whose run it
+is attaches to it (a detached Slurm or Ray run); a Kubernetes run is found in the cluster
+itself, by its launch label, in the namespace given.
 """
 
 from __future__ import annotations
 
+from launchpad.launch import launchers
 from launchpad.launch.runtime import run_records
+from launchpad.launch.runtime.errors import LaunchError
 from launchpad.launch.runtime.remote import RemoteController
 
 
@@ -26,13 +28,10 @@ def attach(run_id: str, run_dir: str | None = None, *,
       LaunchError: there is no such run of this user (the runs there are named), or it is
         not a detached run.
     """
-    # Each launcher's module is imported only when one of its runs is attached to.
-    if namespace is not None:
-        from launchpad.launch.kubernetes import launcher as kubernetes
-        return kubernetes.attach(run_id, namespace)
-    folder = run_records.find(run_id, run_dir)
-    from launchpad.launch.ray import detached as ray_detached
-    if ray_detached.is_ray_run(folder):
-        return ray_detached.attach(folder)
-    from launchpad.launch.slurm import detached as slurm_detached
-    return slurm_detached.attach(folder)
+    folder = None if namespace is not None else run_records.find(run_id, run_dir)
+    for launcher in launchers.every():
+        controller = launcher.attach(run_id, folder, namespace)
+        if controller is not None:
+            return controller
+    raise LaunchError(f"Run {run_id!r} is not a detached run: it was launched attached to "
+                      "its launching process, which holds its controller")

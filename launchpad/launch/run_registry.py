@@ -12,8 +12,9 @@ TLS certificates, if any) and where the nodes' logs are. The launching process r
 when the program ends. The test_* launch types record nothing: their programs belong to the
 test that launched them, and a test suite would churn the user's registry with them.
 
-Detached runs keep records of their own (slurm/detached.py, ray/detached.py); `runs()` reads
-every kind into a `run_records.Run`, checking each folder and file before reading (no other
+Detached runs keep records of their own, which their launchers read (`records_run`,
+`run_of`: slurm/detached.py, ray/detached.py); `runs()` reads every kind into a
+`run_records.Run`, checking each folder and file before reading (no other
 user may have been able to write them: private_files.py). A run is listed while its
 controller answers, or while it waits to start (a detached Slurm job pending). A record
 whose controller does not answer and whose launching process is known to be gone (a
@@ -32,6 +33,7 @@ from typing import Any
 from launchpad import control
 from launchpad.courier import TLS
 from launchpad.errors import ControllerProtocolError
+from launchpad.launch import launchers
 from launchpad.launch.runtime import private_files, run_records
 from launchpad.launch.runtime.errors import UnsafePathError
 
@@ -40,11 +42,15 @@ _VERSION = 1
 _PING_SECS = 2.0  # how long a controller may take to answer before its run is not listed
 
 
-def register(controller: Any) -> str:
-    """Records the run of `controller` (a launched Controller) and names it: sets its run_id;
-    the record goes when the program ends. Returns the run's folder."""
-    folder = run_records.make(controller.program_name)
-    controller.run_id = os.path.basename(folder)
+def new_run(program_name: str) -> str:
+    """A folder for a run of program `program_name`, whose name is the run's id (the
+    controller is made with it); `register` writes its record once the run has started."""
+    return run_records.make(program_name)
+
+
+def register(folder: str, controller: Any) -> None:
+    """Records the run of `controller` (a launched Controller) in `folder` (`new_run`'s);
+    the record goes when the program ends."""
     tls = controller.tls
     record = {
         "version": _VERSION, "run_id": controller.run_id, "program": controller.program_name,
@@ -59,7 +65,6 @@ def register(controller: Any) -> str:
     private_files.write_private(partial, json.dumps(record, indent=1).encode())
     os.replace(partial, os.path.join(folder, RECORD))  # whole, or not there
     controller.on_finish(lambda: _remove(folder))
-    return folder
 
 
 def _remove(folder: str) -> None:
@@ -114,14 +119,10 @@ def read(folder: str) -> run_records.Run | None:
     private_files.check_private_dir(folder)
     try:
         data = private_files.read_private(os.path.join(folder, RECORD))
-    except FileNotFoundError:
-        # Each launcher's module is imported only when one of its runs is read.
-        from launchpad.launch.ray import detached as ray_detached
-        from launchpad.launch.slurm import detached as slurm_detached
-        if ray_detached.is_ray_run(folder):
-            return ray_detached.run_of(folder)
-        if slurm_detached.is_slurm_run(folder):
-            return slurm_detached.run_of(folder)
+    except FileNotFoundError:  # a detached run's, which its launcher records
+        for launcher in launchers.every():
+            if launcher.records_run(folder):
+                return launcher.run_of(folder)
         return None
     record = json.loads(data)
     if record.get("version") != _VERSION:

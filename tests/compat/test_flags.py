@@ -10,7 +10,8 @@ import textwrap
 import pytest
 
 import launchpad as lp
-from launchpad.launch import launch_options
+from launchpad.launch import launchers
+from launchpad.launch import options as launch_options
 from tests.processes import ROOT
 
 _SCRIPT = textwrap.dedent("""
@@ -61,5 +62,5 @@ def test_a_launch_without_a_launch_type_is_local_mt(no_leaked_threads):
 @pytest.mark.parametrize("given, grace", [(-1, launch_options.NEVER_END_SECS), (0, 0),
                                           (2.5, 2.5)])
 def test_a_negative_termination_notice_never_ends_the_nodes_as_in_launchpad(given, grace):
-    clocks = launch_options.clocks(lp.LaunchType.LOCAL_MULTI_PROCESSING, given, 10.0, None)
-    assert clocks["termination_notice_secs"] == grace
+    options = launch_options.resolve(launchers.get("local_mp"), 1, termination_notice_secs=given)
+    assert options.clocks.termination_notice_secs == grace

@@ -28,6 +28,7 @@ import launchpad as lp
 from launchpad import control, courier, telemetry
 from launchpad.courier.metrics import LATENCY_BOUNDS_SECS, MethodCounts
 from launchpad.launch.runtime import errors, status_text
+from launchpad.launch.runtime.terminals import NodeOutput
 from tests.fuzz import wire
 from tests.fuzz.conftest import target
 
@@ -83,10 +84,9 @@ def controller(tmp_path):
     program = lp.Program("fuzzed")
     for label, _ in sorted(NODES):
         program.add_node(lp.PyNode(_nothing), label=label)
-    controller = lp.Controller(program)
     log = tmp_path / "node.log"
     log.write_bytes(b"what the node wrote\n" * 100)
-    controller.node_output = _Logs(log)
+    controller = lp.Controller(program, output=NodeOutput(str(tmp_path), _Logs(log), None))
     yield controller
     controller.kill()
     assert controller.wait(30)

@@ -167,11 +167,12 @@ def test_no_cluster_to_talk_to_is_named(tmp_path, monkeypatch):
 
 
 def test_validate_refuses_what_could_not_start():
+    program = programs.adder_and_client()
     with pytest.raises(TypeError, match="lp.KubernetesSettings"):
-        kubernetes.validate(kubernetes=None)
+        lp.launch(program, launch_type="kubernetes")
     with pytest.raises(ValueError, match="is required"):
-        kubernetes.validate(kubernetes=KubernetesSettings())
-    kubernetes.validate(kubernetes=SETTINGS, resources=None)
+        lp.launch(program, launch_type="kubernetes", kubernetes=KubernetesSettings())
+    lp.launch(program, launch_type="kubernetes", kubernetes=SETTINGS, dry_run=True)
     assert os.environ.get("KUBECONFIG", "") != "unchanged"  # validate touches no cluster
 
 

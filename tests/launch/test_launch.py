@@ -411,11 +411,13 @@ def test_bad_launch_arguments_are_named(kwargs, message):
 
 
 def test_a_pods_start_is_timed_by_the_kubernetes_settings_not_the_launch():
-    from launchpad.launch import launch_options
+    from launchpad.launch import launchers
+    from launchpad.launch import options as launch_options
+    kubernetes = launchers.get("kubernetes")
     with pytest.raises(ValueError, match=r"KubernetesSettings\(startup_timeout_secs="):
-        launch_options.clocks(lp.LaunchType.KUBERNETES, None, 10.0, 60.0)
-    assert "startup_timeout_secs" not in launch_options.clocks(lp.LaunchType.KUBERNETES, 1.0,
-                                                               10.0, None)
+        launch_options.resolve(kubernetes, 1, startup_timeout_secs=60.0)
+    clocks = launch_options.resolve(kubernetes, 1).clocks
+    assert "startup_timeout_secs" not in clocks.controller_arguments()
 
 
 def test_an_empty_program_cannot_be_launched():

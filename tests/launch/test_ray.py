@@ -170,11 +170,13 @@ def test_bad_ray_options_are_named_before_any_actor_is_made(ray_launch, options,
 
 
 def test_the_ray_address_flag_gives_the_settings(monkeypatch):
-    from launchpad.launch import launch_options
+    from launchpad.launch import launchers
+    from launchpad.launch import options as launch_options
     monkeypatch.setattr(sys, "argv", ["launch.py", "--lp_ray_address=head:6379"])
-    assert launch_options.ray_settings(None) == lp.RaySettings(address="head:6379")
+    ray = launchers.get("ray")
+    assert launch_options.resolve(ray, 1).settings == lp.RaySettings(address="head:6379")
     given = lp.RaySettings(address="other:6379")
-    assert launch_options.ray_settings(given) is given
+    assert launch_options.resolve(ray, 1, ray=given).settings is given
 
 
 def test_bad_ray_settings_are_named():

@@ -247,13 +247,15 @@ def test_without_slurm_installed_the_launch_says_so(monkeypatch, tmp_path):
 
 
 def test_flags_give_the_common_settings_and_settings_make_the_sbatch_options(monkeypatch):
-    from launchpad.launch import launch_options
+    from launchpad.launch import launchers
+    from launchpad.launch import options as launch_options
     monkeypatch.setattr(sys, "argv", ["launch.py", "--lp_slurm_partition=gpu",
                                       "--lp_slurm_time_limit=30"])
-    settings = launch_options.slurm_settings(None)
+    slurm = launchers.get("slurm")
+    settings = launch_options.resolve(slurm, 1).settings
     assert settings.sbatch_options() == ["--partition=gpu", "--time=30", "--signal=USR1@60"]
     given = lp.SlurmSettings(account="proj", stop_before_end_secs=0, sbatch_args=["--exclusive"])
-    assert launch_options.slurm_settings(given) is given
+    assert launch_options.resolve(slurm, 1, slurm=given).settings is given
     assert given.sbatch_options() == ["--account=proj", "--exclusive"]
     with pytest.raises(TypeError, match="a list of arguments"):
         lp.SlurmSettings(sbatch_args="--exclusive")

@@ -1,9 +1,11 @@
 """The dashboard's HTTP server: a program's page, its status as JSON and `/metrics`.
 
-One per launch that asks for it (`serve`), in the launching process, beside the controller
-whose status it shows. It binds loopback only and answers nothing without the token made for
-the launch (`?token=` in the URL, or `Authorization: Bearer TOKEN`): any request without it
-gets 403 and an empty body, so the port says nothing to another user of the host. It stops
+One per launch that asks for it, in the launching process, beside the controller whose
+status it shows: `Dashboard` binds its port before the controller is made (which is given
+its URL), and `serve` starts answering once it is. It binds loopback only and answers
+nothing without the token made for the launch (`?token=` in the URL, or `Authorization:
+Bearer TOKEN`): any request without it gets 403 and an empty body, so the port says nothing
+to another user of the host. It stops
 with the controller's stop sequence, its threads and socket with it. Paths::
 
     /                        the page (static/index.html; it reads the token from its URL)
@@ -32,6 +34,7 @@ from absl import logging
 from launchpad.launch.dashboard import exporter, graph, views
 from launchpad.launch.runtime.controller import Controller
 from launchpad.launch.runtime.errors import DashboardError
+from launchpad.program import Program
 
 HOST = "127.0.0.1"
 _TOKEN_MARK = "__TOKEN__"  # where index.html has the token (in its script's and style's URLs)
@@ -53,10 +56,11 @@ Answer = tuple[int, bytes, str]
 
 
 class Dashboard:
-    """Serves the dashboard of `controller`'s program on port `port` of loopback.
+    """The dashboard of `program` on port `port` of loopback: bound now, answering once
+    `serve` is given the program's controller.
 
     Args:
-      controller: the program's controller (launch/runtime/controller.py).
+      program: the program launched.
       port: the port to listen on.
       origin: what asked for the port (`dashboard_port=...` or `--lp_dashboard_port=...`),
         for the error when it is taken.
@@ -64,11 +68,11 @@ class Dashboard:
       DashboardError: the port is taken (or not ours to bind).
     """
 
-    def __init__(self, controller: Controller, port: int, origin: str):
-        self._controller = controller
+    def __init__(self, program: Program, port: int, origin: str):
+        self._controller: Controller | None = None
+        self._exporter: exporter.Exporter | None = None
         self._token = secrets.token_hex(16)
-        self._exporter = exporter.Exporter(controller.status)
-        self._graph = graph.Graph(controller.program)
+        self._graph = graph.Graph(program)
         static = importlib.resources.files(__package__) / "static"
         self._index = (static / "index.html").read_text().replace(_TOKEN_MARK, self._token)
         self._static = {name: (static / name).read_bytes() for name in _STATIC}
@@ -81,25 +85,36 @@ class Dashboard:
             self._httpd = _Server((HOST, port), _Handler)
         except OSError as e:
             raise DashboardError(f"{origin}: cannot serve the dashboard of program "
-                                 f"{controller.program_name!r} on {HOST}:{port}: "
+                                 f"{program.name!r} on {HOST}:{port}: "
                                  f"{e.strerror or e}") from None
         self._httpd.dashboard = self
         self.port: int = self._httpd.server_address[1]
         self.url = f"http://{HOST}:{self.port}/?token={self._token}"
         self._stopped = False
         self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.2,),
-                                        name=f"lp-dashboard-{controller.program_name}",
-                                        daemon=True)
+                                        name=f"lp-dashboard-{program.name}", daemon=True)
+
+    def serve(self, controller: Controller) -> None:
+        """Answers for `controller`'s program from now on, until its stop sequence ends;
+        prints the URL (the controller has it as `dashboard_url`)."""
+        self._controller = controller
+        self._exporter = exporter.Exporter(controller.status)
+        controller.on_finish(self.stop)
         self._thread.start()
+        line = f"launchpad: dashboard of {controller.program_name} at {self.url}"
+        logging.info("%s", line)
+        print(line, file=sys.stderr, flush=True)
 
     def stop(self) -> None:
         """Stops serving: returns once the socket is closed and every thread has ended."""
         if self._stopped:
             return
         self._stopped = True
-        self._httpd.shutdown()
+        if self._thread.is_alive():
+            self._httpd.shutdown()
         self._httpd.server_close()  # joins the threads of requests under way
-        self._thread.join()
+        if self._thread.is_alive():
+            self._thread.join()
 
     # --- answering -------------------------------------------------------------------------
 
@@ -199,15 +214,3 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args) -> None:  # noqa: A002 - http.server's name
         """Requests are not logged: their URLs hold the token."""
-
-
-def serve(controller: Controller, port: int, origin: str) -> Dashboard:
-    """Starts the dashboard of `controller`'s program on `port` (see Dashboard); it stops
-    with the program's stop sequence. Sets `controller.dashboard_url` and prints it."""
-    dashboard = Dashboard(controller, port, origin)
-    controller.on_finish(dashboard.stop)
-    controller.dashboard_url = dashboard.url
-    line = f"launchpad: dashboard of {controller.program_name} at {dashboard.url}"
-    logging.info("%s", line)
-    print(line, file=sys.stderr, flush=True)
-    return dashboard

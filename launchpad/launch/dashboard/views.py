@@ -2,7 +2,8 @@
 
 The status is `Controller.status()` as plain JSON (dataclasses.asdict), less each method's
 raw histogram (`/metrics` exports those), plus the server's clock (`now`), against which the
-page reads the times in it. `log_tail` is the end of a node's log (launch/runtime/node_logs.py).
+page reads the times in it. `log_tail` is the end of a node's log, read as `launchpad logs`
+reads it (the controller's read_log).
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import json
 import time
 
 from launchpad import telemetry
-from launchpad.launch.runtime import node_logs
 from launchpad.launch.runtime.controller import Controller
 
 LOG_TAIL_BYTES = 64 * 1024  # how much of the end of a node's log the page shows
@@ -31,8 +31,13 @@ def status_json(status: telemetry.ProgramStatus) -> bytes:
 def log_tail(controller: Controller, name: str,
              max_bytes: int = LOG_TAIL_BYTES) -> str | None:
     """The last `max_bytes` (whole lines) of node `name`'s log ('label/index'), or None
-    where the launch keeps no logs (node_logs.py; local_mp and Slurm keep one, tmux_session
-    none: terminals.py)."""
-    if controller.node_output is None:
+    where the launch keeps no logs (local_mp and Slurm keep one, tmux_session none): read
+    through the controller's read_log, as `launchpad logs` reads it."""
+    label, _, index = name.rpartition("/")
+    try:
+        data, _ = controller.read_log(label, int(index), -max_bytes - 1, max_bytes + 1)
+    except LookupError:
         return None
-    return node_logs.tail(controller.node_output, name, max_bytes)
+    if len(data) > max_bytes:
+        data = data[1:].partition(b"\n")[2]  # from the first whole line
+    return data.decode("utf-8", errors="replace")

@@ -24,12 +24,12 @@ import os
 import time
 from typing import Any
 
-from launchpad.courier import TLS
 from launchpad.launch.kubernetes import manifests as kubernetes_manifests
 from launchpad.launch.kubernetes.controller import OUTCOME_PREFIX
 from launchpad.launch.kubernetes.manifests import LAUNCH_LABEL, NAME_ANNOTATION, ROLE_LABEL
 from launchpad.launch.runtime import errors
 from launchpad.launch.runtime.errors import KubernetesError
+from launchpad.launch.runtime.launcher import Detach, Launcher, LaunchOptions
 from launchpad.launch.runtime.remote import RemoteController
 from launchpad.program import Program
 
@@ -53,10 +53,29 @@ def _client() -> Any:
     return kubernetes
 
 
-def validate(*, kubernetes: Any = None, **unused: Any) -> None:
-    """Refuses a launch that could not start: no client, no settings or no image."""
-    _client()
-    kubernetes_manifests.check_settings(kubernetes)
+class KubernetesLauncher(Launcher):
+    """kubernetes: a program as objects of one namespace, always detached (see the module
+    doc); its pods' start is timed by lp.KubernetesSettings(startup_timeout_secs=...)."""
+
+    name = "kubernetes"
+    where_nodes_run = "a pod"
+    cluster = True
+    detach = Detach.ALWAYS
+    settings_keyword = "kubernetes"
+    times_startup = False
+
+    def validate(self, program: Program, options: LaunchOptions) -> None:
+        """Refuses a launch that could not start: no client, no settings or no image."""
+        _client()
+        kubernetes_manifests.check_settings(options.settings)
+
+    def launch_detached(self, program: Program, options: LaunchOptions) -> RemoteController:
+        return launch(program, options)
+
+    def attach(self, run_id: str, folder: str | None,
+               namespace: str | None) -> RemoteController | None:
+        """A launch is found in its cluster, by its label, in the namespace given."""
+        return None if namespace is None else attach(run_id, namespace)
 
 
 @dataclasses.dataclass
@@ -91,17 +110,16 @@ class Api:
                    kubernetes.client.BatchV1Api(api_client), kubernetes)
 
 
-def launch(program: Program, options: dict[str, Any], *, termination_notice_secs: float,
-           liveness_timeout_secs: float, tls: TLS | None) -> KubernetesController:
+def launch(program: Program, options: LaunchOptions) -> KubernetesController:
     """Creates the program's objects (see the module doc); returns its controller.
 
     Raises:
       KubernetesError: the API refused an object (what was created is deleted again).
     """
     manifests = kubernetes_manifests.build(
-        program, options.get("resources"), options.get("kubernetes"), tls=tls,
-        termination_notice_secs=termination_notice_secs,
-        liveness_timeout_secs=liveness_timeout_secs)
+        program, options.resources, options.settings, tls=options.tls,
+        termination_notice_secs=options.clocks.termination_notice_secs,
+        liveness_timeout_secs=options.clocks.liveness_timeout_secs)
     api = Api.connect()
     controller = KubernetesController(api, manifests.namespace, manifests.launch_id,
                                       program.name)

@@ -3,18 +3,15 @@
 Under the local launchers, when the launching process's output is a terminal, a `rich` table
 (the `status` extra) redrawn every second from the controller's status: each node's state,
 restarts, uptime, CPU, memory and call rates. It is off when the output is not a terminal (a
-log, a pipe), since a redrawn table there is only noise. Nodes printing to the launching
-process's stdout (threads under local_mt) print above the table; under local_mp the nodes'
-output goes to their log files (`terminal="output_to_files"`, unless a terminal is given),
-whose folder the last table names.
+log, a pipe), since a redrawn table there is only noise (launch/options.py decides). Nodes
+printing to the launching process's stdout (threads under local_mt) print above the table;
+under local_mp the nodes' output goes to their log files (`terminal="output_to_files"`,
+unless a terminal is given), whose folder the last table names.
 """
 
 from __future__ import annotations
 
-import sys
 import threading
-
-from absl import logging
 
 from launchpad import telemetry
 from launchpad.launch.runtime import status_text
@@ -22,14 +19,6 @@ from launchpad.launch.runtime import status_text
 _REFRESH_SECS = 1.0
 _STATE_STYLES = {"starting": "yellow", "running": "green", "restarting": "magenta",
                  "stopped": "dim", "failed": "bold red"}
-
-
-def wanted(enabled: bool) -> bool:
-    """Whether to show the table: asked for, and the output is a terminal."""
-    if enabled and not sys.stdout.isatty():
-        logging.info("--lp_status: the output is not a terminal; no live table")
-        return False
-    return enabled
 
 
 def start(controller) -> None:

@@ -11,26 +11,20 @@ its exit code or signal and, when it raised, its traceback.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import os
 import shutil
-from typing import Any
 
+from launchpad.launch.local import live_status
 from launchpad.launch.node_process import fork_server
 from launchpad.launch.runtime import private_files, spec, terminals
 from launchpad.launch.runtime.controller import Controller
+from launchpad.launch.runtime.launcher import Launcher, LaunchOptions
 from launchpad.launch.runtime.process import NodeProcess
+from launchpad.launch.runtime.terminals import NodeOutput
 from launchpad.nodes.python.local_multi_processing import PythonProcess
 from launchpad.program import Program
-
-
-def validate(*, local_resources: dict | None, terminal: str | None, **unused: Any) -> None:
-    for group, settings in (local_resources or {}).items():
-        # An empty value (None, [], {}) stands for the defaults, as in Launchpad.
-        if settings and not isinstance(settings, PythonProcess):
-            raise TypeError(f"local_resources[{group!r}] must be an lp.PythonProcess (or "
-                            f"empty, for the defaults), got {settings!r}")
-    terminals.choose(terminal)
 
 
 def make_run_dir(program_name: str) -> str:
@@ -41,44 +35,57 @@ def make_run_dir(program_name: str) -> str:
     return private_files.make_private_dir(f"{safe}-{stamp}-")
 
 
-def _clean_up(run_dir: str, terminal: terminals.Terminal, spawner: fork_server.ForkServer,
-              keep_logs: bool) -> None:
-    terminal.close()
+def _clean_up(output: NodeOutput, spawner: fork_server.ForkServer) -> None:
+    output.terminal.close()
     spawner.close()
+    run_dir = output.run_dir
     for name in os.listdir(run_dir):
-        if name.endswith(".spec") or (name.endswith(".log") and not keep_logs):
+        if name.endswith(".spec") or (name.endswith(".log") and output.log_dir is None):
             os.unlink(os.path.join(run_dir, name))
     if not os.listdir(run_dir):
         shutil.rmtree(run_dir, ignore_errors=True)
 
 
-def launch(program: Program, controller: Controller, *, local_resources: dict | None,
-           terminal: str | None, bind_address: str | None = None, **unused: Any) -> None:
-    """Starts one process per node of `program` under `controller`."""
-    run_dir = make_run_dir(program.name)
-    chosen = terminals.choose(terminal)
-    # current_terminal copies each node's output to its log too, so that `launchpad logs`
-    # can read it while the program runs; the copies go with the program (the terminal
-    # showed them), the logs of output_to_files stay.
-    term = terminals.make(chosen, program.name, run_dir, keep_logs=True)
-    kept = chosen == terminals.OUTPUT_TO_FILES
-    controller.log_dir = run_dir if kept else None
-    controller.node_output = term
-    spawner = fork_server.ForkServer()
-    controller.on_finish(lambda: _clean_up(run_dir, term, spawner, kept))
-    launcher_context = controller.launcher_context
-    node_processes = []
-    for node in program.get_all_nodes():
-        settings = (local_resources or {}).get(node.label) or PythonProcess()
-        node_spec = spec.make_spec(
-            node, launcher_context, node.label, node.index,
-            termination_notice_secs=controller.termination_notice_secs,
-            liveness_timeout_secs=controller.liveness_timeout_secs,
-            bind_host=bind_address or spec.LOOPBACK, argv=settings.argv(), env=settings.env)
-        node_process = NodeProcess(
-            node.name, spec.write_spec_file(node_spec, run_dir), settings, spawner,
-            lambda name=node.name: term.open(name), on_exit=controller.worker_ended)
-        controller.add_worker(node_process)
-        node_processes.append(node_process)
-    for node_process in node_processes:
-        node_process.start()
+class ProcessesLauncher(Launcher):
+    """local_mp: every node a process of this host (see the module doc)."""
+
+    name = "local_mp"
+    where_nodes_run = "a process of this host"
+    recorded = True
+    live_status = True
+    terminals = frozenset(terminals.TERMINALS)
+    process_fields = frozenset(field.name for field in dataclasses.fields(PythonProcess))
+
+    def node_output(self, program: Program, options: LaunchOptions) -> NodeOutput:
+        run_dir = make_run_dir(program.name)
+        # current_terminal copies each node's output to its log too, so that `launchpad
+        # logs` can read it while the program runs; the copies go with the program (the
+        # terminal showed them), the logs of output_to_files stay.
+        term = terminals.make(options.terminal, program.name, run_dir, keep_logs=True)
+        kept = options.terminal == terminals.OUTPUT_TO_FILES
+        return NodeOutput(run_dir, term, run_dir if kept else None)
+
+    def launch(self, program: Program, controller: Controller,
+               options: LaunchOptions) -> None:
+        output = controller.output
+        spawner = fork_server.ForkServer()
+        controller.on_finish(lambda: _clean_up(output, spawner))
+        node_processes = []
+        for node in program.get_all_nodes():
+            settings = options.local_resources.get(node.label) or PythonProcess()
+            node_spec = spec.make_spec(
+                node, controller.launcher_context, node.label, node.index,
+                termination_notice_secs=controller.termination_notice_secs,
+                liveness_timeout_secs=controller.liveness_timeout_secs,
+                bind_host=options.bind_address or spec.LOOPBACK, argv=settings.argv(),
+                env=settings.env)
+            node_process = NodeProcess(
+                node.name, spec.write_spec_file(node_spec, output.run_dir), settings, spawner,
+                lambda name=node.name: output.terminal.open(name),
+                on_exit=controller.worker_ended)
+            controller.add_worker(node_process)
+            node_processes.append(node_process)
+        for node_process in node_processes:
+            node_process.start()
+        if options.live_status:
+            live_status.start(controller)

@@ -8,13 +8,14 @@ ignores the stop event past the grace period is left behind, with a warning nami
 from __future__ import annotations
 
 import threading
-from typing import Any
 
 import cloudpickle
 
+from launchpad.launch.local import live_status
 from launchpad.launch.node_process import runner
 from launchpad.launch.runtime import serialization
 from launchpad.launch.runtime.controller import Controller
+from launchpad.launch.runtime.launcher import Launcher, LaunchOptions
 from launchpad.nodes.base import Node
 from launchpad.program import Program
 
@@ -73,10 +74,27 @@ class ThreadWorker:
         """A thread cannot be killed: it ends when its node's code returns."""
 
 
-def launch(program: Program, controller: Controller, *, serialize_py_nodes: bool | None,
-           default_serialize: bool = False, **unused: Any) -> None:
-    """Starts one thread per node of `program` under `controller`."""
-    serialize = default_serialize if serialize_py_nodes is None else serialize_py_nodes
+class ThreadsLauncher(Launcher):
+    """local_mt: every node a thread of the launching process."""
+
+    name = "local_mt"
+    where_nodes_run = "a thread of this process"
+    recorded = True
+    live_status = True
+    serialize_by_default = False  # (test_mt pickles each node first, as a process would)
+
+    def launch(self, program: Program, controller: Controller,
+               options: LaunchOptions) -> None:
+        serialize = options.serialize_py_nodes
+        start_threads(program, controller, self.serialize_by_default if serialize is None
+                      else serialize)
+        if options.live_status:
+            live_status.start(controller)
+
+
+def start_threads(program: Program, controller: Controller, serialize: bool) -> None:
+    """Starts one thread per node of `program` under `controller`; with `serialize`, each
+    node is pickled and unpickled first, as a process launcher would."""
     nodes = program.get_all_nodes()
     for node in nodes:
         for inner in node.all_nodes():
@@ -84,9 +102,7 @@ def launch(program: Program, controller: Controller, *, serialize_py_nodes: bool
             if reason:
                 raise ValueError(f"Node {inner.name} cannot run as a thread: {reason}. Launch "
                                  "the program with local_mp (or test_mp)")
-    if serialize:
-        # Each node pickled and unpickled as a process launcher would: unpicklable ones fail
-        # here, named.
+    if serialize:  # unpicklable nodes fail here, named
         nodes = [cloudpickle.loads(serialization.pickle_node(node, node.label, node.name,
                                                              threads=True))
                  for node in nodes]

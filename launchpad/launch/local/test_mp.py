@@ -3,19 +3,24 @@ a node failure fails the test and no node process outlives it."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from launchpad.launch.local import mp as local_mp
 from launchpad.launch.local import test_mt
 from launchpad.launch.runtime.controller import Controller
+from launchpad.launch.runtime.launcher import LaunchOptions
 from launchpad.program import Program
 
 
-def validate(*, test_case: Any, **options: Any) -> None:
-    test_mt.check_test_case(test_case, "test_mp", "local_mp")
-    local_mp.validate(**options)
+class InTestProcessesLauncher(local_mp.ProcessesLauncher):
+    """test_mp: local_mp inside a test (see the module doc)."""
 
+    name = "test_mp"
+    recorded = False
+    live_status = False
 
-def launch(program: Program, controller: Controller, *, test_case: Any, **options: Any) -> None:
-    test_mt.stop_at_cleanup(test_case, controller)
-    local_mp.launch(program, controller, **options)
+    def validate(self, program: Program, options: LaunchOptions) -> None:
+        test_mt.check_test_case(options.test_case, "test_mp", "local_mp")
+
+    def launch(self, program: Program, controller: Controller,
+               options: LaunchOptions) -> None:
+        test_mt.stop_at_cleanup(options.test_case, controller)
+        super().launch(program, controller, options)

@@ -10,7 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from launchpad.launch.local import mt as local_mt
+from launchpad.launch.runtime import at_exit
 from launchpad.launch.runtime.controller import Controller
+from launchpad.launch.runtime.launcher import LaunchOptions
 from launchpad.program import Program
 
 
@@ -39,14 +41,22 @@ def stop_at_cleanup(test_case: Any, controller: Controller) -> None:
         test_case.addfinalizer(lambda: _stop_and_wait(controller))
 
 
-def validate(*, test_case: Any, **unused: Any) -> None:
-    if test_case is not None:
-        check_test_case(test_case, "test_mt", "local_mt")
+class InTestThreadsLauncher(local_mt.ThreadsLauncher):
+    """test_mt: local_mt inside a test (see the module doc)."""
 
+    name = "test_mt"
+    recorded = False
+    live_status = False
+    serialize_by_default = True
 
-def launch(program: Program, controller: Controller, *, test_case: Any,
-           serialize_py_nodes: bool | None, **unused: Any) -> None:
-    if test_case is not None:  # without one, the interpreter's exit stops it (launch.py)
-        stop_at_cleanup(test_case, controller)
-    local_mt.launch(program, controller, serialize_py_nodes=serialize_py_nodes,
-                    default_serialize=True)
+    def validate(self, program: Program, options: LaunchOptions) -> None:
+        if options.test_case is not None:
+            check_test_case(options.test_case, "test_mt", "local_mt")
+
+    def launch(self, program: Program, controller: Controller,
+               options: LaunchOptions) -> None:
+        if options.test_case is not None:
+            stop_at_cleanup(options.test_case, controller)
+        super().launch(program, controller, options)
+        if options.test_case is None:
+            at_exit.stop(controller)  # the interpreter's exit stops it, as in Launchpad

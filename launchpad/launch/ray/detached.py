@@ -42,6 +42,7 @@ from launchpad.launch.ray import launcher as ray_launcher
 from launchpad.launch.ray.settings import RaySettings
 from launchpad.launch.runtime import errors, private_files, run_records
 from launchpad.launch.runtime.controller import Controller
+from launchpad.launch.runtime.launcher import LaunchOptions
 from launchpad.launch.runtime.remote import RemoteController
 from launchpad.program import Program
 
@@ -66,14 +67,9 @@ class _Record:
 class ControllerActor:
     """The program's controller, as a detached actor (see the module doc)."""
 
-    def __init__(self, program: bytes, options: dict[str, Any], termination_notice_secs: float,
-                 liveness_timeout_secs: float, startup_timeout_secs: float, tls: TLS | None):
+    def __init__(self, program: bytes, options: LaunchOptions):
         self._program: Program = cloudpickle.loads(program)
         self._options = options
-        self._grace = termination_notice_secs
-        self._liveness = liveness_timeout_secs
-        self._startup = startup_timeout_secs
-        self._tls = tls
         self._outcome: tuple | None = None
         self._ended = threading.Event()
         self._released = threading.Event()
@@ -83,13 +79,10 @@ class ControllerActor:
         token)."""
         import ray
         gcs_host = ray.get_runtime_context().gcs_address.rsplit(":", 1)[0]
-        controller = Controller(self._program, termination_notice_secs=self._grace,
-                                liveness_timeout_secs=self._liveness,
-                                startup_timeout_secs=self._startup,
-                                host=address.routed_host(gcs_host), tls=self._tls,
-                                launch_type=LaunchType.RAY.value)
-        controller.run_id = run_id
-        ray_launcher.launch(self._program, controller, **self._options)
+        controller = Controller(self._program, launch_type=LaunchType.RAY.value, run_id=run_id,
+                                host=address.routed_host(gcs_host), tls=self._options.tls,
+                                **self._options.clocks.controller_arguments())
+        ray_launcher.start_actors(self._program, controller, self._options)
         threading.Thread(target=self._follow, args=(controller,), daemon=True,
                          name="lp-detached-controller").start()
         return controller.address, controller.token
@@ -117,11 +110,9 @@ class ControllerActor:
         self._released.set()
 
 
-def launch(program: Program, options: dict[str, Any], *, termination_notice_secs: float,
-           liveness_timeout_secs: float, startup_timeout_secs: float,
-           tls: TLS | None) -> RayRemoteController:
+def launch(program: Program, options: LaunchOptions) -> RayRemoteController:
     """Starts the program's controller as a detached actor, which launches the program."""
-    settings: RaySettings = options["ray"] or RaySettings()
+    settings: RaySettings = options.settings or RaySettings()
     try:
         pickled = cloudpickle.dumps(program)
     except Exception as e:
@@ -129,11 +120,9 @@ def launch(program: Program, options: dict[str, Any], *, termination_notice_secs
                          f"in the Ray cluster ({type(e).__name__}: {e})") from e
     folder = run_records.make(program.name)
     run_id = os.path.basename(folder)
-    kept = {k: options[k] for k in ("resources", "ray", "local_resources", "bind_address")}
+    kept = dataclasses.replace(options, test_case=None)  # (no test runs in the cluster)
     try:
-        record = _start_controller(program.name, run_id, settings, pickled, kept,
-                                   (termination_notice_secs, liveness_timeout_secs,
-                                    startup_timeout_secs), tls)
+        record = _start_controller(program.name, run_id, settings, pickled, kept)
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)  # no run: no record of one
         raise
@@ -142,10 +131,8 @@ def launch(program: Program, options: dict[str, Any], *, termination_notice_secs
 
 
 def _start_controller(program_name: str, run_id: str, settings: RaySettings, pickled: bytes,
-                      options: dict[str, Any], clocks: tuple[float, float, float],
-                      tls: TLS | None) -> _Record:
-    """Starts the controller's actor and, through it, the program; the run's record.
-    `clocks`: the grace period, the liveness and the startup timeouts."""
+                      options: LaunchOptions) -> _Record:
+    """Starts the controller's actor and, through it, the program; the run's record."""
     import ray
     gcs = ray_connection.connect(settings)
     ray_connection.hold()
@@ -154,7 +141,7 @@ def _start_controller(program_name: str, run_id: str, settings: RaySettings, pic
             name=f"launchpad-{run_id}", namespace=NAMESPACE, lifetime="detached",
             num_cpus=0, max_concurrency=4, max_restarts=0,
             **({"runtime_env": dict(settings.runtime_env)} if settings.runtime_env else {})
-        ).remote(pickled, options, *clocks, tls)
+        ).remote(pickled, options)
         try:
             controller_address, token = ray.get(actor.start.remote(run_id),
                                                 timeout=_START_TIMEOUT_SECS)
@@ -163,7 +150,8 @@ def _start_controller(program_name: str, run_id: str, settings: RaySettings, pic
             raise
     finally:
         ray_connection.release()
-    return _Record(program_name, gcs, f"launchpad-{run_id}", controller_address, token, tls)
+    return _Record(program_name, gcs, f"launchpad-{run_id}", controller_address, token,
+                   options.tls)
 
 
 def is_ray_run(folder: str) -> bool:

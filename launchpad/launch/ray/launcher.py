@@ -29,43 +29,19 @@ import numbers
 from typing import Any
 
 from launchpad import address
+from launchpad import flags as lp_flags
 from launchpad.launch.ray import connection as ray_connection
 from launchpad.launch.ray.node import NodeActor, RayNodeWorker, actor_options
 from launchpad.launch.ray.settings import RaySettings
-from launchpad.launch.runtime import resources as resources_lib
 from launchpad.launch.runtime import spec, terminals
 from launchpad.launch.runtime.controller import Controller
 from launchpad.launch.runtime.errors import LaunchError
+from launchpad.launch.runtime.launcher import Detach, Launcher, LaunchOptions
+from launchpad.launch.runtime.remote import RemoteController
 from launchpad.launch.runtime.resources import Resources
+from launchpad.launch.runtime.run_records import Run
 from launchpad.nodes.python.local_multi_processing import PythonProcess
 from launchpad.program import Program
-
-
-def validate(*, ray: RaySettings | None, local_resources: dict | None, terminal: str | None,
-             **unused: Any) -> None:
-    if ray is not None and not isinstance(ray, RaySettings):
-        raise TypeError(f"ray must be an lp.RaySettings, got {ray!r}")
-    try:
-        import ray as ray_module  # noqa: F401 - only whether it imports
-    except ImportError as e:
-        raise LaunchError("launch_type='ray' needs Ray: pip install 'launchpad-next[ray]' "
-                          f"({e})") from e
-    for group, settings in (local_resources or {}).items():
-        if (not isinstance(settings, PythonProcess) or settings.interpreter
-                or settings.interpreter_args):
-            raise TypeError(f"local_resources[{group!r}] under ray must be an "
-                            "lp.PythonProcess with args or env only (the interpreter is the "
-                            "Ray cluster's; set it up with RaySettings(runtime_env=...))")
-    if terminals.choose(terminal) != terminals.CURRENT_TERMINAL:
-        raise ValueError(f"terminal={terminal!r} is not available under ray: node output "
-                         "comes back through Ray's log forwarding (and stays in Ray's logs)")
-
-
-def controller_host(*, ray: RaySettings | None, **unused: Any) -> str:
-    """Where the Ray nodes reach the controller: this host's address on the route to the
-    cluster's GCS (connecting to the cluster first)."""
-    gcs = ray_connection.connect(ray or RaySettings())
-    return address.routed_host(gcs.rsplit(":", 1)[0])
 
 
 def ray_options(needs: Resources | None) -> dict[str, Any]:
@@ -165,14 +141,11 @@ class _Placement:
         self._groups.clear()
 
 
-def launch(program: Program, controller: Controller, *, resources: dict | None,
-           ray: RaySettings | None, local_resources: dict | None, bind_address: str | None,
-           **unused: Any) -> None:
+def start_actors(program: Program, controller: Controller, options: LaunchOptions) -> None:
     """Starts each node of `program` as an actor on the Ray cluster (see the module doc)."""
     import ray as ray_module
-    settings = ray or RaySettings()
-    resources_lib.per_group(list(program.groups), program.name, resources)  # checks labels
-    given = dict(resources or {})
+    settings = options.settings or RaySettings()
+    given = dict(options.resources or {})
     ray_connection.connect(settings)
     ray_connection.hold()
     workers: list[RayNodeWorker] = []
@@ -193,16 +166,75 @@ def launch(program: Program, controller: Controller, *, resources: dict | None,
     remote = ray_module.remote(NodeActor)
     runtime_env = {"runtime_env": dict(settings.runtime_env)} if settings.runtime_env else {}
     for group, nodes in program.groups.items():
-        node_settings = (local_resources or {}).get(group) or PythonProcess()
+        node_settings = options.local_resources.get(group) or PythonProcess()
         for position, node in enumerate(nodes):
-            node_spec = spec.make_cluster_spec(node, controller, node_settings, bind_address)
-            options = actor_options({**ray_options(given.get(group)), **runtime_env,
-                                     **placement.options(group, position)})
+            node_spec = spec.make_cluster_spec(node, controller, node_settings,
+                                               options.bind_address)
+            actor = actor_options({**ray_options(given.get(group)), **runtime_env,
+                                   **placement.options(group, position)})
             worker = RayNodeWorker(
                 node.name, spec.encode(node_spec),
-                lambda o=options, n=node.name: remote.options(**o).remote(n),
+                lambda o=actor, n=node.name: remote.options(**o).remote(n),
                 on_exit=controller.worker_ended)
             controller.add_worker(worker)
             workers.append(worker)
     for worker in workers:
         worker.start()
+
+
+class RayLauncher(Launcher):
+    """ray: each node a Ray actor (see the module doc)."""
+
+    name = "ray"
+    where_nodes_run = "a Ray actor"
+    cluster = True
+    detach = Detach.OPTIONAL
+    recorded = True
+    settings_keyword = "ray"
+    terminals = frozenset({terminals.CURRENT_TERMINAL})
+    terminals_note = ("node output comes back through Ray's log forwarding (and stays in "
+                      "Ray's logs)")
+    process_fields = frozenset({"args", "env"})
+    process_note = ("args or env only (the interpreter is the Ray cluster's; set it up with "
+                    "RaySettings(runtime_env=...))")
+
+    def settings_from_flags(self) -> RaySettings | None:
+        given = lp_flags.value("lp_ray_address")
+        return RaySettings(address=given) if given else None
+
+    def validate(self, program: Program, options: LaunchOptions) -> None:
+        try:
+            import ray as ray_module  # noqa: F401 - only whether it imports
+        except ImportError as e:
+            raise LaunchError("launch_type='ray' needs Ray: pip install "
+                              f"'launchpad-next[ray]' ({e})") from e
+
+    def controller_host(self, options: LaunchOptions) -> str:
+        """This host's address on the route to the cluster's GCS (connecting first)."""
+        gcs = ray_connection.connect(options.settings or RaySettings())
+        return address.routed_host(gcs.rsplit(":", 1)[0])
+
+    def launch(self, program: Program, controller: Controller,
+               options: LaunchOptions) -> None:
+        start_actors(program, controller, options)
+
+    # Detached runs: ray/detached.py (imported when one is made or read).
+
+    def launch_detached(self, program: Program, options: LaunchOptions) -> RemoteController:
+        from launchpad.launch.ray import detached
+        return detached.launch(program, options)
+
+    def records_run(self, folder: str) -> bool:
+        from launchpad.launch.ray import detached
+        return detached.is_ray_run(folder)
+
+    def run_of(self, folder: str) -> Run | None:
+        from launchpad.launch.ray import detached
+        return detached.run_of(folder)
+
+    def attach(self, run_id: str, folder: str | None,
+               namespace: str | None) -> RemoteController | None:
+        if folder is None or not self.records_run(folder):
+            return None
+        from launchpad.launch.ray import detached
+        return detached.attach(folder)

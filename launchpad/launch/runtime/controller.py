@@ -18,13 +18,10 @@ never killed.
 from __future__ import annotations
 
 import concurrent.futures
-import os
 import secrets
-import socket
 import threading
 import time
 from collections.abc import Sequence
-from typing import Any
 
 from absl import logging
 
@@ -37,6 +34,7 @@ from launchpad.launch.runtime.launchpad_workers import LaunchpadWorkers
 from launchpad.launch.runtime.node_book import NodeBook, kinds_of
 from launchpad.launch.runtime.registry import AddressRegistry
 from launchpad.launch.runtime.supervisor import Supervisor
+from launchpad.launch.runtime.terminals import NodeOutput
 from launchpad.program import Program
 
 # Room for a slow start: a fresh interpreter on a busy host, a Ray runtime_env being set up.
@@ -48,15 +46,23 @@ class Controller(LaunchpadWorkers):
     WorkerManager, which it answers as: launchpad_workers.py).
 
     Use `wait()` to block until the program stops, `stop()` to stop it, or `with` to do both.
+    It is built whole by its launch (launch.py, or a detached launch in its cluster), whose
+    options/clocks launch/options.py has checked; what changes while it runs, changes
+    through its methods.
 
     Args:
       program: the program launched.
+      launch_type: the LaunchType's value (what the program's status and its nodes'
+        `launchpad.context.get_context()` say).
+      run_id: what the run registry names the launch ('' where it keeps no record).
+      output: where its node processes write (terminals.NodeOutput; None: to the output of
+        the process they run in).
+      dashboard_url: the address of its dashboard, with the token, when it serves one.
       termination_notice_secs: the grace period nodes get after a stop.
       liveness_timeout_secs: a node process whose heartbeats stop for this long is lost.
       startup_timeout_secs: a node process (or actor) made this long ago whose runner has
         not reported that it started never came up: it fails (or restarts by its policy).
-      host: the interface the controller listens on (loopback, unless nodes run on other
-        hosts).
+      host: the interface it listens on (loopback, unless nodes run on other hosts).
       tls: certificates every courier server and client of the program uses (None: the
         program runs in plaintext, with its token).
       port: the port the controller listens on (0: one the system picks).
@@ -64,23 +70,14 @@ class Controller(LaunchpadWorkers):
         before the controller exists (a Kubernetes Secret) passes its own.
       advertised_host: the name nodes reach the controller at, when it is not `host` (a
         Kubernetes Service's DNS name, while listening on 0.0.0.0).
-      launch_type: the LaunchType's value (what the program's status and its nodes'
-        `launchpad.context.get_context()` say).
     """
 
-    def __init__(self, program: Program, *, termination_notice_secs: float = 10.0,
-                 liveness_timeout_secs: float = 10.0, host: str = "127.0.0.1",
-                 tls: TLS | None = None, port: int = 0, token: str | None = None,
-                 advertised_host: str | None = None,
+    def __init__(self, program: Program, *, launch_type: str = "", run_id: str = "",
+                 output: NodeOutput | None = None, dashboard_url: str | None = None,
+                 termination_notice_secs: float = 10.0, liveness_timeout_secs: float = 10.0,
                  startup_timeout_secs: float = DEFAULT_STARTUP_TIMEOUT_SECS,
-                 launch_type: str = ""):
-        if termination_notice_secs < 0:
-            raise ValueError(
-                f"termination_notice_secs must be >= 0, got {termination_notice_secs}")
-        if liveness_timeout_secs <= 0:
-            raise ValueError(f"liveness_timeout_secs must be > 0, got {liveness_timeout_secs}")
-        if not startup_timeout_secs > 0:
-            raise ValueError(f"startup_timeout_secs must be > 0, got {startup_timeout_secs}")
+                 host: str = "127.0.0.1", tls: TLS | None = None, port: int = 0,
+                 token: str | None = None, advertised_host: str | None = None):
         self.program = program  # what was launched: a description (the dashboard draws it)
         self.program_name = program.name
         self._grace = termination_notice_secs
@@ -107,21 +104,17 @@ class Controller(LaunchpadWorkers):
         self._stopping = threading.Event()
         self.stop_reason = ""  # why the program was stopped from outside, if it was
         self.failure_raised = False  # whether a wait() has raised the failure to its caller
-        # Where the nodes' logs are kept (local_mp's terminal='output_to_files'; Slurm's run
-        # folder), for a script to say so when its program ends; None where nothing keeps them.
-        self.log_dir: str | None = None
-        # Where each node's output is while the program runs, for read_log: its launcher's
-        # terminal (terminals.py: log_of(name), writing(name)); None: nowhere but the output
-        # of the process its launcher runs in.
-        self.node_output: Any = None
+        # Where each node's output is while the program runs, for read_log (its terminal's
+        # log_of(name) and writing(name)), and where the nodes' logs are kept (local_mp's
+        # terminal='output_to_files'; Slurm's run folder), for a script to say so when its
+        # program ends; None where nothing keeps them.
+        self.output = output
+        self.log_dir = output.log_dir if output is not None else None
         self.launch_type = launch_type
-        # What the program waits for before any node can start (a Slurm job pending, with
-        # Slurm's reason); '' once it need not wait. Its status is then 'pending'.
-        self.pending = ""
-        self.run_id = ""  # what the run registry names this launch (launch.py)
+        self.run_id = run_id
+        self.dashboard_url = dashboard_url
+        self.pending = ""  # what it waits for before any node can start (set_pending)
         self.started_at = time.time()
-        # The dashboard's address, with its token, when the launch serves one.
-        self.dashboard_url: str | None = None
         self._finished = threading.Event()
         # Starts the processes of MultiProcessingColocation nodes run as threads here.
         self._process_starter = process.ChildProcessStarter(termination_notice_secs,
@@ -152,6 +145,7 @@ class Controller(LaunchpadWorkers):
 
     @property
     def termination_notice_secs(self) -> float:
+        """The grace period nodes get after a stop."""
         return self._grace
 
     @property
@@ -221,6 +215,11 @@ class Controller(LaunchpadWorkers):
         code, < 0 the signal that killed it, None still running."""
         return {w.name: w.returncode for w in self._supervisor.workers()}
 
+    def set_pending(self, what: str) -> None:
+        """Says what the program waits for before any node can start (a Slurm job pending,
+        with Slurm's reason; '' once it need not): its status is 'pending' meanwhile."""
+        self.pending = what
+
     def status(self) -> telemetry.ProgramStatus:
         """Every node of the program now: its state, where it runs, its restarts and
         failures, and what it last reported of itself (telemetry.py)."""
@@ -243,7 +242,8 @@ class Controller(LaunchpadWorkers):
     def read_log(self, label: str, index: int, offset: int,
                  max_bytes: int) -> tuple[bytes, bool]:
         """Up to `max_bytes` (at most node_logs.MAX_READ) of node label/index's output from
-        byte `offset`, and whether more may come (the protocol's `read_log`).
+        byte `offset` (a negative one counts from the end), and whether more may come (the
+        protocol's `read_log`; the dashboard's tail).
 
         Raises:
           UnknownNodeError: the program has no such node.
@@ -251,16 +251,15 @@ class Controller(LaunchpadWorkers):
         """
         unit = self._registry.check_node(label, index)
         name = f"{unit[0]}/{unit[1]}"
-        if self.node_output is None:
-            raise LookupError(
-                f"Program {self.program_name!r} ({self.launch_type}) keeps no log of node "
-                f"{name}: its nodes write to the output of the process that launched them "
-                f"(pid {os.getpid()} on {socket.gethostname()})")
         # Whether more may come is decided first: once the node has ended and its output is
         # all in, what is read next is the whole rest.
         more = (self._book.state(unit) in ("starting", "running", "restarting")
-                or self.node_output.writing(name))
-        return node_logs.read(self.node_output, name, offset, max_bytes), more
+                or (self.output is not None and self.output.terminal.writing(name)))
+        try:
+            return node_logs.read(self.output, name, offset, max_bytes), more
+        except LookupError as e:
+            raise LookupError(f"Program {self.program_name!r} ({self.launch_type}) keeps no "
+                              f"log of node {name}: {e}") from None
 
     @property
     def failure(self) -> errors.NodeFailedError | None:

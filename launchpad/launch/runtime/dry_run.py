@@ -5,9 +5,9 @@
 
 Everything a launch checks is checked (the program, its options, and under slurm the
 placement against the cluster's hosts, so a layout that cannot fit is refused as it would
-be); then the plan is printed - under slurm each node's host slot and the sbatch request -
-and nothing is submitted or started. `lp.launch` returns a DryRun, whose waits return at
-once, so a launch script runs to its end unchanged.
+be); then the plan is printed (its launcher's `plan`: under slurm each node's host slot and
+the sbatch request) and nothing is submitted or started. `lp.launch` returns a DryRun,
+whose waits return at once, so a launch script runs to its end unchanged.
 """
 
 from __future__ import annotations
@@ -17,27 +17,10 @@ from typing import Any
 
 from launchpad.program import Program
 
-# What runs each node under the launch types that plan no placement of their own.
-_WHERE = {"local_mt": "a thread of this process", "test_mt": "a thread of this process",
-          "local_mp": "a process of this host", "test_mp": "a process of this host",
-          "ray": "a Ray actor", "kubernetes": "a pod"}
-
-
-def plan(program: Program, launch_type: str, launcher: Any, options: dict[str, Any]) -> str:
-    """The plan of `program` under `launch_type`: the launcher's own (its `dry_run`), else
-    each node and what runs it."""
-    if hasattr(launcher, "dry_run"):
-        return launcher.dry_run(program, **options)
-    nodes = program.get_all_nodes()
-    lines = [f"Program {program.name!r} under {launch_type}: {len(nodes)} node"
-             f"{'s' * (len(nodes) != 1)}, each {_WHERE.get(launch_type, 'started')}:"]
-    lines += [f"  {node.name} ({type(node).__name__})" for node in nodes]
-    return "\n".join(lines)
-
 
 class DryRun:
-    """What `lp.launch` returns under a dry run: the plan, and a controller's calls, which
-    have nothing to do."""
+    """What `lp.launch` returns under a dry run: the plan, and a ProgramController's calls
+    (controllers.py), which have nothing to do."""
 
     def __init__(self, program: Program, launch_type: str, text: str):
         self.program_name = program.name
@@ -45,6 +28,7 @@ class DryRun:
         self.plan = text
         self.run_id = ""
         self.stop_reason = "dry run: nothing was started"
+        self.failure = None
 
     def say(self) -> DryRun:
         """Prints the plan (on stdout: it is the run's output), then that it was a dry run."""
@@ -67,6 +51,12 @@ class DryRun:
 
     def exit_codes(self) -> dict[str, int | None]:
         return {}
+
+    def restarts(self) -> dict[str, int]:
+        return {}
+
+    def status(self) -> None:
+        """None: there is no controller to ask."""
 
     def __enter__(self) -> DryRun:
         return self

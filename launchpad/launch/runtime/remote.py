@@ -4,7 +4,8 @@ A detached Slurm run, a detached Ray run and a Kubernetes launch each have their
 (slurm/detached.py, ray/detached.py, kubernetes/launcher.py), returned by `lp.launch(...,
 detach=True)` and `lp.attach(run_id)`. They answer as `lp.Controller` does - `wait()`,
 `stop()`, `kill()`, `exit_codes()`, `restarts()`, `status()`, `stop_and_wait()`, `with` -
-and name their run with `run_id`; this base holds what they share.
+and name their run with `run_id` (controllers.ProgramController, the one type a user's code
+and the CLI hold); this base holds what they share.
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import dataclasses
 import itertools
 import os
 import selectors
@@ -83,6 +84,18 @@ class Terminal(abc.ABC):
     def writing(self, name: str) -> bool:
         """Whether output of node `name`'s processes may still be on its way to its log."""
         return False
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeOutput:
+    """Where the node processes of a launch write: its private run folder (their specs, the
+    logs its terminal keeps), the terminal, and the folder whose logs stay after the
+    program ends (None: none stay). A launcher makes it before its controller, which is
+    given it."""
+
+    run_dir: str
+    terminal: Terminal
+    log_dir: str | None
 
 
 def make(terminal: str, program_name: str, run_dir: str, keep_logs: bool = False) -> Terminal:

@@ -34,9 +34,11 @@ import cloudpickle
 from launchpad import address, control, telemetry
 from launchpad.context import LaunchType
 from launchpad.courier import TLS
-from launchpad.launch.runtime import errors, private_files, run_records
+from launchpad.launch.runtime import errors, private_files, run_records, terminals
 from launchpad.launch.runtime.controller import Controller
+from launchpad.launch.runtime.launcher import LaunchOptions
 from launchpad.launch.runtime.remote import RemoteController
+from launchpad.launch.runtime.terminals import NodeOutput
 from launchpad.launch.slurm import job as slurm_job
 from launchpad.launch.slurm import launcher as slurm
 from launchpad.launch.slurm import placement as slurm_placement
@@ -50,20 +52,14 @@ class _LaunchSpec:
     """What the batch step needs to launch the program where it runs."""
 
     program: bytes  # cloudpickle of the Program
-    options: dict[str, Any]
-    termination_notice_secs: float
-    liveness_timeout_secs: float
-    tls: TLS | None
-    startup_timeout_secs: float
+    options: LaunchOptions
     placement: slurm_placement.Placement  # computed at launch, against the cluster then
 
 
-def launch(program: Program, options: dict[str, Any], *, termination_notice_secs: float,
-           liveness_timeout_secs: float, startup_timeout_secs: float,
-           tls: TLS | None) -> SlurmRemoteController:
+def launch(program: Program, options: LaunchOptions) -> SlurmRemoteController:
     """Submits the job whose batch step is the program's controller."""
-    settings = options["slurm"] or slurm.SlurmSettings()
-    placement = slurm.placement_of(program, options["resources"], settings)
+    settings = options.settings or slurm.SlurmSettings()
+    placement = slurm.placement_of(program, options.resources, settings)
     run_dir = run_records.make(program.name, settings.run_dir)
     try:
         pickled = cloudpickle.dumps(program)
@@ -71,18 +67,15 @@ def launch(program: Program, options: dict[str, Any], *, termination_notice_secs
         raise ValueError(f"Program {program.name!r} cannot be serialized for its controller "
                          f"in the job ({type(e).__name__}: {e})") from e
     path = os.path.join(run_dir, "launch.spec")
-    kept = {k: options[k] for k in ("resources", "slurm", "local_resources", "terminal",
-                                    "bind_address")}
-    private_files.write_private(path, pickle.dumps(_LaunchSpec(
-        pickled, kept, termination_notice_secs, liveness_timeout_secs, tls,
-        startup_timeout_secs, placement)))
+    kept = dataclasses.replace(options, test_case=None)  # (no test runs in the job)
+    private_files.write_private(path, pickle.dumps(_LaunchSpec(pickled, kept, placement)))
     job = slurm_job.SlurmJob.submit(
         placement, slurm.sbatch_argv(placement, settings, run_dir,
                                      [sys.executable, "-m", "launchpad.launch", "--control",
                                       path]),
         pending_timeout_secs=settings.pending_timeout_secs)
     private_files.write_private(os.path.join(run_dir, "job"), job.job_id.encode())
-    return SlurmRemoteController(program.name, job, run_dir, tls)
+    return SlurmRemoteController(program.name, job, run_dir, options.tls)
 
 
 def attach(folder: str) -> SlurmRemoteController:
@@ -100,7 +93,7 @@ def attach(folder: str) -> SlurmRemoteController:
                                  f"({e})") from e
     return SlurmRemoteController(run_records.program_name_of(os.path.basename(folder)),
                                  slurm_job.SlurmJob(job_id, launch_spec.placement, running=True),
-                                 folder, launch_spec.tls)
+                                 folder, launch_spec.options.tls)
 
 
 def is_slurm_run(folder: str) -> bool:
@@ -128,7 +121,7 @@ def run_of(folder: str) -> run_records.Run | None:
     run_id = os.path.basename(folder)
     return run_records.Run(run_id, run_records.program_name_of(run_id), "slurm (detached)",
                            run_records.started_at_of(run_id), address, token,
-                           launch_spec.tls, folder, log_dir=folder, pending=pending)
+                           launch_spec.options.tls, folder, log_dir=folder, pending=pending)
 
 
 def run_controller(path: str) -> int:
@@ -136,21 +129,17 @@ def run_controller(path: str) -> int:
     launch_spec = pickle.loads(private_files.read_private(path))
     program: Program = cloudpickle.loads(launch_spec.program)
     options = launch_spec.options
-    settings = options["slurm"] or slurm.SlurmSettings()
-    controller = Controller(
-        program, termination_notice_secs=launch_spec.termination_notice_secs,
-        liveness_timeout_secs=launch_spec.liveness_timeout_secs,
-        startup_timeout_secs=launch_spec.startup_timeout_secs,
-        host=address.routed_host(slurm.slurmctld_address()), tls=launch_spec.tls,
-        launch_type=LaunchType.SLURM.value)
     run_dir = os.path.dirname(path)
-    controller.run_id = os.path.basename(run_dir)
+    output = NodeOutput(run_dir, terminals.make(options.terminal, program.name, run_dir,
+                                                keep_logs=True), run_dir)
+    controller = Controller(
+        program, launch_type=LaunchType.SLURM.value, run_id=os.path.basename(run_dir),
+        output=output, host=address.routed_host(slurm.slurmctld_address()), tls=options.tls,
+        **options.clocks.controller_arguments())
     # This job: it ends when this batch step does, so the program's end need not cancel it.
     job = slurm_job.SlurmJob(os.environ["SLURM_JOB_ID"], launch_spec.placement, running=True,
                              ends_with_this_process=True)
-    slurm.start_nodes(program, controller, job, settings, run_dir,
-                      terminal=options["terminal"], local_resources=options["local_resources"],
-                      bind_address=options["bind_address"])
+    slurm.start_nodes(program, controller, job, options)
     private_files.write_private(os.path.join(run_dir, "controller.address"),
                                 pickle.dumps((controller.address, controller.token)))
     try:

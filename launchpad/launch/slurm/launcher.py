@@ -39,15 +39,18 @@ import shutil
 import socket
 import sys
 from collections.abc import Callable
-from typing import Any
 
 from launchpad import address
+from launchpad import flags as lp_flags
 from launchpad.launch.node_process import slot_binding
 from launchpad.launch.runtime import resources as resources_lib
 from launchpad.launch.runtime import run_records, spec, terminals
 from launchpad.launch.runtime.controller import Controller
 from launchpad.launch.runtime.errors import LaunchError, SlurmError
+from launchpad.launch.runtime.launcher import Detach, Launcher, LaunchOptions
 from launchpad.launch.runtime.process import NodeProcess, PythonProcess
+from launchpad.launch.runtime.remote import RemoteController
+from launchpad.launch.runtime.terminals import NodeOutput
 from launchpad.launch.slurm import agents as slurm_agents
 from launchpad.launch.slurm import inventory as slurm_inventory
 from launchpad.launch.slurm import job as slurm_job
@@ -58,34 +61,6 @@ from launchpad.launch.slurm.settings import SlurmSettings
 from launchpad.program import Program
 
 _COMMANDS = ("sbatch", "srun", "scancel", "squeue", "scontrol", "sinfo")
-
-
-def validate(*, slurm: SlurmSettings | None, local_resources: dict | None,
-             terminal: str | None, **unused: Any) -> None:
-    if slurm is not None and not isinstance(slurm, SlurmSettings):
-        raise TypeError(f"slurm must be an lp.SlurmSettings, got {slurm!r}")
-    missing = [c for c in _COMMANDS if shutil.which(c) is None]
-    if missing:
-        raise LaunchError(f"launch_type='slurm' needs Slurm's client commands, and "
-                          f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not "
-                          "on PATH: run the launch where Slurm is installed (a login node)")
-    for group, settings in (local_resources or {}).items():
-        if not isinstance(settings, PythonProcess) or settings.interpreter_args:
-            raise TypeError(f"local_resources[{group!r}] under slurm must be an "
-                            "lp.PythonProcess with args, env or interpreter (its nodes' "
-                            "steps run that interpreter, without interpreter_args)")
-    if terminals.choose(terminal) == terminals.TMUX_SESSION:
-        raise ValueError("terminal='tmux_session' is not available under slurm; use "
-                         "'current_terminal' or 'output_to_files'")
-
-
-def controller_host(*, slurm: SlurmSettings | None, **unused: Any) -> str:
-    """Where the cluster's hosts reach the controller: this host's address on the route to
-    slurmctld, unless the settings say."""
-    settings = slurm or SlurmSettings()
-    if settings.controller_host:
-        return settings.controller_host
-    return address.routed_host(slurmctld_address())
 
 
 def slurmctld_address() -> str:
@@ -121,15 +96,6 @@ def sbatch_argv(placement: Placement, settings: SlurmSettings, run_dir: str,
         settings.sbatch_options(), batch_step)
 
 
-def dry_run(program: Program, *, resources: dict | None, slurm: SlurmSettings | None,
-            **unused: Any) -> str:
-    """What a launch would submit: each node's host slot, and the sbatch request."""
-    settings = slurm or SlurmSettings()
-    placement = placement_of(program, resources, settings)
-    return placement.describe(sbatch_argv(placement, settings, "RUN_DIR",
-                                          ["python", "-m", "launchpad.launch", "..."]))
-
-
 def pending_reporter(controller: Controller) -> Callable[[str, str], None]:
     """What a job's wait says: printed when it changes (and once a minute), and kept as the
     program's status (`controller.pending`) until the job runs."""
@@ -137,9 +103,9 @@ def pending_reporter(controller: Controller) -> Callable[[str, str], None]:
 
     def report(state: str, reason: str) -> None:
         if state == slurm_job.RUNNING:
-            controller.pending = ""
+            controller.set_pending("")
             return
-        controller.pending = slurm_job.pending_text(state, reason)
+        controller.set_pending(slurm_job.pending_text(state, reason))
         if not reason and not said:
             said.append(True)  # a job's first second: the scheduler has not looked yet
             return
@@ -158,35 +124,22 @@ def _stop_signals(settings: SlurmSettings) -> dict[str, str]:
                        f"{settings.stop_before_end_secs}s away, or it is being preempted)"}
 
 
-def launch(program: Program, controller: Controller, *, resources: dict | None,
-           slurm: SlurmSettings | None, local_resources: dict | None, terminal: str | None,
-           bind_address: str | None, **unused: Any) -> None:
-    """Submits `program` as one Slurm job and starts a step per node once it runs."""
-    settings = slurm or SlurmSettings()
-    placement = placement_of(program, resources, settings)
+def node_output(program: Program, options: LaunchOptions) -> NodeOutput:
+    """The run folder on the shared filesystem (specs, agents' logs, a log per node: every
+    terminal keeps the nodes' logs there), and the terminal."""
+    settings = options.settings or SlurmSettings()
     run_dir = run_records.make(program.name, settings.run_dir)
-    holder = os.path.join(run_dir, "job.holder")
-    job_holder.write(holder, job_holder.HolderSpec(
-        controller.address, controller.token, controller.tls,
-        controller.liveness_timeout_secs))
-    argv = sbatch_argv(placement, settings, run_dir,
-                       [sys.executable, "-m", "launchpad.launch", "--hold", holder])
-    controller.pending = "Slurm job submitted"
-    job = SlurmJob.submit(placement, argv, on_pending=pending_reporter(controller),
-                          pending_timeout_secs=settings.pending_timeout_secs)
-    start_nodes(program, controller, job, settings, run_dir, terminal=terminal,
-                local_resources=local_resources, bind_address=bind_address)
+    return NodeOutput(run_dir, terminals.make(options.terminal, program.name, run_dir,
+                                              keep_logs=True), run_dir)
 
 
 def start_nodes(program: Program, controller: Controller, job: SlurmJob,
-                settings: SlurmSettings, run_dir: str, *, terminal: str | None,
-                local_resources: dict | None, bind_address: str | None) -> None:
+                options: LaunchOptions) -> None:
     """Starts the nodes of `program` under `controller` once `job` runs, each on its host
     slot through that host's agent (one srun step per host); the agents and the job end
     when the program does."""
-    term = terminals.make(terminals.choose(terminal), program.name, run_dir, keep_logs=True)
-    controller.log_dir = run_dir  # every terminal keeps the nodes' logs there
-    controller.node_output = term
+    settings = options.settings or SlurmSettings()
+    run_dir, term = controller.output.run_dir, controller.output.terminal
     placement = job.placement
     agent_spec = slurm_agents.write_agent_spec(run_dir, "hosts", controller)
     agents = {(g, h): slurm_agents.HostAgent(job, g, h, component, agent_spec,
@@ -208,11 +161,11 @@ def start_nodes(program: Program, controller: Controller, job: SlurmJob,
     node_processes = []
     for node in program.get_all_nodes():
         slot = placement.slot_of(node.name)
-        given = (local_resources or {}).get(node.label) or PythonProcess()
+        given = options.local_resources.get(node.label) or PythonProcess()
         node_settings = dataclasses.replace(given, env={**(given.env or {}),
                                                         **offsets[node.name]})
-        node_spec = spec.make_cluster_spec(node, controller, node_settings, bind_address,
-                                           _stop_signals(settings))
+        node_spec = spec.make_cluster_spec(node, controller, node_settings,
+                                           options.bind_address, _stop_signals(settings))
         node_process = NodeProcess(
             node.name, spec.write_spec_file(node_spec, run_dir), given,
             agents[(slot.component, slot.host)], lambda name=node.name: term.open(name),
@@ -233,3 +186,85 @@ def _slot_offsets(placement: Placement) -> dict[str, dict[str, str]]:
                                                     slot.needs.gpus)
         used[(slot.component, slot.host)] = (cpus + slot.needs.cpus, gpus + slot.needs.gpus)
     return offsets
+
+
+class SlurmLauncher(Launcher):
+    """slurm: a program as one Slurm job (see the module doc)."""
+
+    name = "slurm"
+    cluster = True
+    detach = Detach.OPTIONAL
+    recorded = True
+    settings_keyword = "slurm"
+    terminals = frozenset({terminals.CURRENT_TERMINAL, terminals.OUTPUT_TO_FILES})
+    terminals_note = "use 'current_terminal' or 'output_to_files'"
+    process_fields = frozenset({"args", "env", "interpreter"})
+    process_note = ("args, env or interpreter only (its nodes' steps run that interpreter, "
+                    "without interpreter_args)")
+
+    def settings_from_flags(self) -> SlurmSettings | None:
+        given = {name: lp_flags.value(f"lp_slurm_{name}") for name in lp_flags.SLURM_FLAGS}
+        given = {name: value for name, value in given.items() if value is not None}
+        return SlurmSettings(**given) if given else None
+
+    def validate(self, program: Program, options: LaunchOptions) -> None:
+        missing = [c for c in _COMMANDS if shutil.which(c) is None]
+        if missing:
+            raise LaunchError(f"launch_type='slurm' needs Slurm's client commands, and "
+                              f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} "
+                              "not on PATH: run the launch where Slurm is installed (a login "
+                              "node)")
+        # A layout that cannot fit is refused now, with the numbers, before anything is made.
+        placement_of(program, options.resources, options.settings or SlurmSettings())
+
+    def controller_host(self, options: LaunchOptions) -> str:
+        """This host's address on the route to slurmctld, unless the settings say."""
+        settings = options.settings or SlurmSettings()
+        return settings.controller_host or address.routed_host(slurmctld_address())
+
+    def node_output(self, program: Program, options: LaunchOptions) -> NodeOutput:
+        return node_output(program, options)
+
+    def plan(self, program: Program, options: LaunchOptions) -> str:
+        """Each node's host slot, and the sbatch request."""
+        settings = options.settings or SlurmSettings()
+        placement = placement_of(program, options.resources, settings)
+        return placement.describe(sbatch_argv(placement, settings, "RUN_DIR",
+                                              ["python", "-m", "launchpad.launch", "..."]))
+
+    def launch(self, program: Program, controller: Controller,
+               options: LaunchOptions) -> None:
+        """Submits `program` as one Slurm job and starts its nodes once it runs."""
+        settings = options.settings or SlurmSettings()
+        placement = placement_of(program, options.resources, settings)
+        holder = os.path.join(controller.output.run_dir, "job.holder")
+        job_holder.write(holder, job_holder.HolderSpec(
+            controller.address, controller.token, controller.tls,
+            controller.liveness_timeout_secs))
+        argv = sbatch_argv(placement, settings, controller.output.run_dir,
+                           [sys.executable, "-m", "launchpad.launch", "--hold", holder])
+        controller.set_pending("Slurm job submitted")
+        job = SlurmJob.submit(placement, argv, on_pending=pending_reporter(controller),
+                              pending_timeout_secs=settings.pending_timeout_secs)
+        start_nodes(program, controller, job, options)
+
+    # Detached runs: slurm/detached.py (imported when one is made or read).
+
+    def launch_detached(self, program: Program, options: LaunchOptions) -> RemoteController:
+        from launchpad.launch.slurm import detached
+        return detached.launch(program, options)
+
+    def records_run(self, folder: str) -> bool:
+        from launchpad.launch.slurm import detached
+        return detached.is_slurm_run(folder)
+
+    def run_of(self, folder: str) -> run_records.Run | None:
+        from launchpad.launch.slurm import detached
+        return detached.run_of(folder)
+
+    def attach(self, run_id: str, folder: str | None,
+               namespace: str | None) -> RemoteController | None:
+        if folder is None or not self.records_run(folder):
+            return None
+        from launchpad.launch.slurm import detached
+        return detached.attach(folder)
