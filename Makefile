@@ -112,7 +112,7 @@ test-upstream: system-packages $(VENV)/.installed
 # Launchpad's own tests (tests/upstream) are written for Python <= 3.10 (assertRaisesRegexp,
 # gone in 3.12) and run where Reverb does: main venv only.
 MAIN_VENV_ONLY := tests/cli tests/test_dot.py tests/test_cli_graph.py tests/upstream \
-	tests/launch/test_dashboard.py tests/launch/test_live_status.py tests/fuzz tests/soak \
+	tests/launch/dashboard tests/launch/local/test_live_status.py tests/fuzz tests/soak \
 	tests/launch/test_faults.py tests/launch/test_token_exposure.py \
 	tests/launch/test_processes.py tests/test_docs.py
 test-core313:

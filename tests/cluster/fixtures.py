@@ -56,7 +56,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if callspec is not None:
             engines |= {v for v in callspec.params.values()
                         if isinstance(v, str) and v in _ENGINES.values()}
-        if item.nodeid.startswith("tests/kubernetes/"):
+        if item.nodeid.startswith("tests/launch/kubernetes/"):
             engines.add("kubernetes")
         for engine in sorted(engines):
             item.add_marker(engine)

@@ -40,7 +40,7 @@ def test_docker_config_has_launchpads_fields_and_is_built_as_acme_builds_it():
 
 def test_local_launches_accept_and_ignore_xm_resources_saying_so_once(
         caplog, no_leaked_threads, monkeypatch):
-    monkeypatch.setattr(sys.modules["launchpad.launch.launch"], "_xm_noted", False)
+    monkeypatch.setattr(sys.modules["launchpad.launch.options"], "_xm_noted", False)
     caplog.set_level(logging.INFO, logger="absl")
     for _ in range(2):
         program = lp.Program("p")

@@ -19,12 +19,12 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 import launchpad as lp
-from tests.launch import dashboard_program
-from tests.launch.dashboard_program import CALLER_SAYS, CRASH_MESSAGE
+from tests.launch.dashboard import dashboard_program
+from tests.launch.dashboard.dashboard_program import CALLER_SAYS, CRASH_MESSAGE
 from tests.processes import live_descendants
 
 TIMEOUT = 30
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 ARTIFACTS = ROOT / "test-artifacts"  # the screenshots (gitignored)
 PATHS = ["/", "/static/dashboard.js", "/static/dashboard.css", "/api/status",
          "/api/logs?node=adder/0", "/api/graph", "/graph.svg", "/metrics", "/nothing-here"]

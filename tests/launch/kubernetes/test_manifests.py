@@ -21,7 +21,7 @@ import launchpad as lp
 from launchpad.launch.kubernetes import manifests as kubernetes_manifests
 from launchpad.launch.kubernetes.manifests import LAUNCH_LABEL
 from launchpad.launch.kubernetes.settings import KubernetesSettings
-from tests.kubernetes import programs
+from tests.launch.kubernetes import programs
 from tests.processes import ROOT
 
 KUBERNETES_VERSION = "1.33"
@@ -251,8 +251,8 @@ def test_bad_input_is_refused_and_named(call, error, words):
 def test_the_cli_names_a_target_that_is_no_program(tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "launchpad.cli", "kubernetes-manifests",
-         "tests.kubernetes.programs:Adder", "-o", str(tmp_path / "out"), "--image", "x"],
+         "tests.launch.kubernetes.programs:Adder", "-o", str(tmp_path / "out"), "--image", "x"],
         cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode != 0
-    assert "tests.kubernetes.programs:Adder() returned Adder, not a Program" in done.stderr
+    assert "tests.launch.kubernetes.programs:Adder() returned Adder, not a Program" in done.stderr
     assert not (tmp_path / "out").exists()

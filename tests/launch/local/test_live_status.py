@@ -16,7 +16,7 @@ from launchpad.launch.runtime import status_text
 from tests.processes import ROOT
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("no_leaked_processes")]
-ARGS = [sys.executable, "-m", "tests.launch.status_program", "--lp_status"]
+ARGS = [sys.executable, "-m", "tests.launch.local.status_program", "--lp_status"]
 ENV = {**os.environ, "COLUMNS": "100", "TERM": "xterm", "PYTHONUNBUFFERED": "1"}
 
 

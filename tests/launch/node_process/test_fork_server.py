@@ -12,7 +12,7 @@ import pytest
 
 from tests.launch.helpers import TIMEOUT
 
-ROOT = pathlib.Path(__file__).parents[2]
+ROOT = pathlib.Path(__file__).parents[3]
 
 # In a fork of a prepared interpreter: what a CourierNode's process does with courier (a server
 # started, a call to another one, its reply), then the modules that were imported for it.

@@ -1,5 +1,5 @@
-"""The launcher against an in-memory Kubernetes API (tests/kubernetes/fake_api.py), through the
-official client configured from a kubeconfig: what it creates, how it follows the
+"""The launcher against an in-memory Kubernetes API (fake_api.py), through the official
+client configured from a kubeconfig: what it creates, how it follows the
 controller's Job (a watch) and reads the outcome from its pod's log, and that stop() deletes
 every object of the launch, by its label, and nothing of another launch."""
 
@@ -23,8 +23,8 @@ from launchpad.launch.kubernetes.controller import OUTCOME_PREFIX
 from launchpad.launch.kubernetes.manifests import LAUNCH_LABEL
 from launchpad.launch.kubernetes.settings import KubernetesSettings
 from launchpad.launch.runtime import errors
-from tests.kubernetes import programs
-from tests.kubernetes.fake_api import FakeKubernetesApi
+from tests.launch.kubernetes import programs
+from tests.launch.kubernetes.fake_api import FakeKubernetesApi
 from tests.processes import ROOT
 
 NAMESPACE = "lp-test"

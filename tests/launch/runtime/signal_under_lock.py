@@ -1,6 +1,6 @@
 """A launch whose main thread takes its own signal while it holds the controller's lock, as
 when a signal comes during a call into the controller; Python runs the handler right there.
-Driven by test_interrupts.py: `python -m tests.launch.signal_under_lock SIGNAL TIMES KIND`.
+Driven by test_interrupts.py: `python -m tests.launch.runtime.signal_under_lock SIGNAL TIMES KIND`.
 
     polite    a node that ends when the program stops (local_mt)
     stubborn  a node that ignores the stop and SIGTERM (local_mp, termination_notice_secs=600)

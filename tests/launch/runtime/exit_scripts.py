@@ -1,5 +1,6 @@
 """Launch scripts written as Launchpad's users write them: `main()` returns right after
-`lp.launch(...)`. Driven by test_at_exit.py: `python -m tests.launch.exit_scripts KIND TYPE`.
+`lp.launch(...)`. Driven by test_at_exit.py:
+`python -m tests.launch.runtime.exit_scripts KIND TYPE`.
 
     returns   a node that works (submitting to a thread pool) until the program stops
     stubborn  a node that ignores the stop and SIGTERM (termination_notice_secs=60)

@@ -1,4 +1,4 @@
-"""A launch script for the live-status tests: `python -m tests.launch.status_program FLAGS`.
+"""A launch script for the live-status tests: `python -m tests.launch.local.status_program FLAGS`.
 
 An echo server and a caller that calls it, prints `caller is done`, and stops the program
 once its calls show in the live table's source (the program's status) - or after 30 s.

@@ -1,5 +1,5 @@
 """A launch script for the Slurm tests of a launcher's life: `python -m
-tests.launch.slurm_waiting NAME RUN_DIR [PENDING_TIMEOUT_SECS]`.
+tests.launch.slurm.waiting NAME RUN_DIR [PENDING_TIMEOUT_SECS]`.
 
 It launches program NAME - one node that waits for its stop - under slurm (the cluster of
 $SLURM_CONF), prints `launched RUN_ID`, waits for the program and prints `ended`, or `failed:

@@ -1,7 +1,7 @@
 """What proves the manifests would work: each pod of a launch - the controller's and every
 node's - is run from nothing but its manifest (command, environment, the ConfigMap and Secret
 mounted as the kubelet mounts them), as a process on a simulated host of its own whose hosts
-file resolves the Services (tests/kubernetes/pods.py), and the program runs to its end."""
+file resolves the Services (tests/launch/kubernetes/pods.py), and the program runs to its end."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from launchpad.launch.kubernetes import manifests as kubernetes_manifests
 from launchpad.launch.kubernetes.controller import OUTCOME_PREFIX
 from launchpad.launch.kubernetes.settings import KubernetesSettings
 from launchpad.launch.node_process import runner
-from tests.kubernetes import pods, programs
+from tests.launch.kubernetes import pods, programs
 
 pytestmark = [pytest.mark.skipif(pods.unavailable() is not None,
                                  reason=pods.unavailable() or ""),

@@ -72,7 +72,7 @@ def test_launchpad_launch_dry_run_gives_the_script_the_flag(slurm_cluster, monke
                                                            tmp_path):
     for name, value in slurm_cluster.env.items():
         monkeypatch.setenv(name, value)
-    result = cli("launch", "--dry-run", "tests/launch/slurm_waiting.py", "cli-planned",
+    result = cli("launch", "--dry-run", "tests/launch/slurm/waiting.py", "cli-planned",
                  str(tmp_path))
     assert result.returncode == 0, result.stderr
     assert "Program 'cli-planned' as one Slurm job on partition 'main':" in result.stdout

@@ -23,7 +23,7 @@ NOISE = ("Traceback", "cannot schedule new futures", "Exception ignored")
 
 
 def _script(kind: str, launch_type: str) -> Script:
-    return Script(["-m", "tests.launch.exit_scripts", kind, launch_type], timeout=TIMEOUT)
+    return Script(["-m", "tests.launch.runtime.exit_scripts", kind, launch_type], timeout=TIMEOUT)
 
 
 @pytest.mark.parametrize("launch_type", ["local_mt", "local_mp"])

@@ -18,13 +18,13 @@ from tests.launch.conftest import CLUSTER_LAUNCH_TYPES, NODE_PROCESS_LAUNCH_TYPE
 from tests.launch.helpers import TIMEOUT
 from tests.launch.launchers import run_launcher, wait_gone
 
-ROOT = pathlib.Path(__file__).parents[2]
+ROOT = pathlib.Path(__file__).parents[3]
 
 
 def _run(signal_name, times, kind):
-    return subprocess.run([sys.executable, "-m", "tests.launch.signal_under_lock", signal_name,
-                           str(times), kind], cwd=ROOT, capture_output=True, text=True,
-                          timeout=2 * TIMEOUT)
+    return subprocess.run([sys.executable, "-m", "tests.launch.runtime.signal_under_lock",
+                           signal_name, str(times), kind], cwd=ROOT, capture_output=True,
+                          text=True, timeout=2 * TIMEOUT)
 
 
 @pytest.mark.usefixtures("no_leaked_processes")

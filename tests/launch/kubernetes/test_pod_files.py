@@ -14,7 +14,7 @@ from launchpad.launch.kubernetes import pod as kubernetes_pod
 from launchpad.launch.runtime import spec
 from launchpad.launch.runtime.errors import UnsafePathError
 from tests.hostile import MkdirOnUnpickle
-from tests.kubernetes.pods import make_volume
+from tests.launch.kubernetes.pods import make_volume
 
 TOKEN = "0123456789abcdef0123456789abcdef"
 

@@ -19,6 +19,7 @@ from launchpad import control
 from tests.cli.helpers import cli, wait_until
 from tests.launch import helpers
 from tests.launch.helpers import TIMEOUT
+from tests.processes import ROOT
 
 WHOLE_HOST = lp.Resources(cpus=16)  # the test cluster's hosts have 16 CPUs each
 
@@ -308,7 +309,7 @@ _LAUNCH_AND_LEAVE = """
 import sys
 import launchpad as lp
 from tests.launch.helpers import BoxClient
-from tests.launch.test_slurm import _say_running_then_wait_for_stop
+from tests.launch.slurm.test_slurm import _say_running_then_wait_for_stop
 program = lp.Program("left-running")
 program.add_node(lp.PyNode(_say_running_then_wait_for_stop, BoxClient(sys.argv[2])),
                  label="worker")
@@ -327,7 +328,7 @@ def test_a_detached_program_outlives_its_launcher_and_another_process_attaches_a
     launched = subprocess.run(
         [sys.executable, "-c", _LAUNCH_AND_LEAVE, str(tmp_path), running.address],
         capture_output=True, text=True, timeout=TIMEOUT, check=True,
-        cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+        cwd=ROOT)
     run_id = launched.stdout.split()[-1]
     assert running.get() == "running"  # the launcher has gone; its program runs on
     with pytest.raises(lp.LaunchError, match="No run 'no-such-run'"):

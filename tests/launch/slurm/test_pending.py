@@ -64,7 +64,7 @@ def full_cluster(cluster_env):
 
 def _launch(tmp_path, *extra: str) -> tuple[Script, str, str]:
     name = f"wait-{uuid.uuid4().hex[:6]}"
-    script = Script(["-m", "tests.launch.slurm_waiting", name, str(tmp_path), *extra],
+    script = Script(["-m", "tests.launch.slurm.waiting", name, str(tmp_path), *extra],
                     new_session=True, timeout=TIMEOUT)
     return script, name, script.wait_for(r"^launched (\S+)$")[1]
 

@@ -31,8 +31,8 @@ def test_gpus_are_the_nth_of_those_the_step_sees_and_the_variables_are_taken():
 def test_a_process_is_bound_to_its_cpu_slot():
     allowed = sorted(os.sched_getaffinity(0))
     last = len(allowed) - 1
-    code = ("import os; from launchpad.launch import slot_binding; slot_binding.bind(); "
-            "print(sorted(os.sched_getaffinity(0)))")
+    code = ("import os; from launchpad.launch.node_process import slot_binding; "
+            "slot_binding.bind(); print(sorted(os.sched_getaffinity(0)))")
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                             text=True, check=True,
                             env={**os.environ, "LAUNCHPAD_CPU_SLOTS": f"{last}-{last}"})
