@@ -238,8 +238,8 @@ def main() -> None:
 
 # Modules every node needs, imported once for all forks; gRPC loads some only when its first
 # server or channel is made (which must not happen here). A module a node imports after its
-# fork costs it about 0.4 MB of pages copied (tests/launch/test_fork_server.py checks that a
-# fork serving and calling with courier imports nothing).
+# fork costs it about 0.4 MB of pages copied (tests/launch/node_process/test_fork_server.py
+# checks that a fork serving and calling with courier imports nothing).
 _PRELOAD = ("launchpad", "launchpad.launch.node_process.runner", "concurrent.futures.thread",
             "grpc._server", "grpc._interceptor", "grpc._utilities", "grpc._channel",
             "grpc._simple_stubs", "grpc.experimental")
