@@ -31,6 +31,7 @@ from absl import logging
 
 from launchpad import context
 from launchpad import flags as lp_flags
+from launchpad.launch.runtime import terminals
 from launchpad.stopping import (  # noqa: F401 - Launchpad's names, through this module
     register_stop_handler,
     stop_event,
@@ -148,8 +149,7 @@ class WorkerManager:
         if self._user_stops > 1 and self._termination_notice_secs >= 0:
             self._kill()
             return
-        print("launchpad: stop requested: asking the workers to stop (Ctrl+C again kills "
-              "them)", flush=True)
+        terminals.say("stop requested: asking the workers to stop (Ctrl+C again kills them)")
         self._stop()
 
     def _stop(self) -> None:

@@ -24,7 +24,6 @@ import http.server
 import importlib.resources
 import json
 import secrets
-import sys
 import threading
 import urllib.parse
 from collections.abc import Callable
@@ -32,6 +31,7 @@ from collections.abc import Callable
 from absl import logging
 
 from launchpad.launch.dashboard import exporter, graph, views
+from launchpad.launch.runtime import terminals
 from launchpad.launch.runtime.controller import Controller
 from launchpad.launch.runtime.errors import DashboardError
 from launchpad.program import Program
@@ -101,9 +101,8 @@ class Dashboard:
         self._exporter = exporter.Exporter(controller.status)
         controller.on_finish(self.stop)
         self._thread.start()
-        line = f"launchpad: dashboard of {controller.program_name} at {self.url}"
-        logging.info("%s", line)
-        print(line, file=sys.stderr, flush=True)
+        logging.info("launchpad: dashboard of %s at %s", controller.program_name, self.url)
+        terminals.say(f"dashboard of {controller.program_name} at {self.url}")
 
     def stop(self) -> None:
         """Stops serving: returns once the socket is closed and every thread has ended."""

@@ -36,7 +36,7 @@ from typing import Any
 from launchpad import control
 from launchpad.courier import TLS
 from launchpad.launch.node_process import agent_relay, fork_server
-from launchpad.launch.runtime import private_files
+from launchpad.launch.runtime import private_files, terminals
 from launchpad.nodes.python.local_multi_processing import PythonProcess
 
 _CHUNK = 4096
@@ -203,10 +203,8 @@ def _forward(inbox: agent_relay.Inbox, agent_spec: AgentSpec, stop: threading.Ev
             last_answer = time.monotonic()
         except Exception as e:  # noqa: BLE001 - no answer: counts against the timeout
             if time.monotonic() - last_answer > lost_after:
-                with contextlib.suppress(OSError, ValueError):
-                    print(f"launchpad: host agent of {agent_spec.host}: its controller has "
-                          f"not answered for {lost_after:g}s ({type(e).__name__}); its nodes "
-                          "end", file=sys.stderr, flush=True)
+                terminals.say(f"host agent of {agent_spec.host}: its controller has not "
+                              f"answered for {lost_after:g}s ({type(e).__name__}); its nodes end")
                 inbox.close()
                 return
 

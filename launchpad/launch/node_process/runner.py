@@ -39,7 +39,7 @@ from absl import logging as absl_logging
 
 from launchpad import address, context, control
 from launchpad.launch.node_process import agent_relay, process_tree, reporting, slot_binding
-from launchpad.launch.runtime import errors, private_files, process, spec
+from launchpad.launch.runtime import errors, private_files, process, spec, terminals
 from launchpad.nodes import base
 
 EXIT_NODE_RAISED = 1
@@ -150,9 +150,7 @@ class _Watch:
             return  # the other watcher ends the process
         grace = self._spec.termination_notice_secs
         time.sleep(max(0.0, grace - (time.monotonic() - stopped_at)))  # the grace period
-        with contextlib.suppress(OSError, ValueError):  # the output may have gone with it
-            print(f"launchpad: node {self._context.name}: {why}; exiting", file=sys.stderr,
-                  flush=True)
+        terminals.say(f"node {self._context.name}: {why}; exiting")
         exit_process(EXIT_ORPHANED)
 
 
@@ -182,9 +180,8 @@ def run_process(node_spec: spec.NodeSpec) -> int:
                                                  node_context.host, os.getpid(),
                                                  node_spec.heartbeat_secs > 0)
         except Exception as e:  # noqa: BLE001 - nobody to run for
-            print(f"launchpad: node {node_spec.name}: cannot reach its controller at "
-                  f"{node_spec.controller_address} ({type(e).__name__}: {e}); exiting",
-                  file=sys.stderr, flush=True)
+            terminals.say(f"node {node_spec.name}: cannot reach its controller at "
+                          f"{node_spec.controller_address} ({type(e).__name__}: {e}); exiting")
             return EXIT_ORPHANED
     _Watch(node_context, instance, node_spec, relay).start()
     if not child:
@@ -210,8 +207,8 @@ def run_process(node_spec: spec.NodeSpec) -> int:
     if node_context.stop_event.is_set():
         # Most likely a consequence of the stop (a node it called has ended): one line, the
         # launcher logs it as a failure during the stop; the report has the traceback.
-        print(f"launchpad: node {node_spec.name} raised while its program stopped: "
-              f"{type(error).__name__}: {error}", file=sys.stderr, flush=True)
+        terminals.say(f"node {node_spec.name} raised while its program stopped: "
+                      f"{type(error).__name__}: {error}")
     else:
         traceback.print_exception(error)
     return EXIT_NODE_RAISED
@@ -244,10 +241,9 @@ def _wait_for_controller(node_spec: spec.NodeSpec) -> None:
             return
         except Exception as e:  # noqa: BLE001 - not up yet: asked again until the deadline
             if pause == 0.1:  # said once, so that the pod's log tells why it idles
-                print(f"launchpad: node {node_spec.name}: waiting up to "
-                      f"{node_spec.controller_wait_secs:g}s for its controller at "
-                      f"{node_spec.controller_address} ({type(e).__name__}: {e})",
-                      file=sys.stderr, flush=True)
+                terminals.say(f"node {node_spec.name}: waiting up to "
+                              f"{node_spec.controller_wait_secs:g}s for its controller at "
+                              f"{node_spec.controller_address} ({type(e).__name__}: {e})")
             time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
             pause = min(pause * 2, 2.0)
 

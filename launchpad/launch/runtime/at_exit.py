@@ -25,6 +25,7 @@ import sys
 import threading
 from typing import Any
 
+from launchpad.launch.runtime import terminals
 from launchpad.launch.runtime.errors import LaunchError
 
 _lock = threading.Lock()
@@ -64,8 +65,8 @@ def _at_exit() -> None:
         return
     waiting = [c.program_name for c, stop_first in programs.items() if not stop_first]
     if waiting:
-        print(f"launchpad: the launching script has returned; waiting for {', '.join(waiting)} "
-              "to stop (Ctrl+C to stop it)", file=sys.stderr, flush=True)
+        terminals.say(f"the launching script has returned; waiting for {', '.join(waiting)} "
+                      "to stop (Ctrl+C to stop it)")
     for controller, stop_first in programs.items():
         if stop_first:
             controller.stop()
@@ -77,7 +78,7 @@ def _at_exit() -> None:
             failures.append(e)
     if failures:
         for failure in failures:
-            print(f"launchpad: {failure}", file=sys.stderr, flush=True)
+            terminals.say(str(failure))
         _exit_failed()
 
 

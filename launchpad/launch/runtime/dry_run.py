@@ -12,9 +12,9 @@ whose waits return at once, so a launch script runs to its end unchanged.
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
+from launchpad.launch.runtime import terminals
 from launchpad.program import Program
 
 
@@ -33,8 +33,7 @@ class DryRun:
     def say(self) -> DryRun:
         """Prints the plan (on stdout: it is the run's output), then that it was a dry run."""
         print(self.plan, flush=True)
-        print(f"launchpad: dry run of {self.program_name!r}: nothing was started",
-              file=sys.stderr, flush=True)
+        terminals.say(f"dry run of {self.program_name!r}: nothing was started")
         return self
 
     def wait(self, *args: Any, **kwargs: Any) -> bool:

@@ -18,15 +18,15 @@ queue whose `put` is safe there, and one thread of ours stops or kills the progr
 
 from __future__ import annotations
 
-import contextlib
 import queue
 import signal
-import sys
 import threading
 import time
 import weakref
 from collections.abc import Callable
 from typing import Any
+
+from launchpad.launch.runtime import terminals
 
 _lock = threading.Lock()
 _running: "weakref.WeakSet[Any]" = weakref.WeakSet()
@@ -107,18 +107,14 @@ def _act_on_signals() -> None:
         what = _SIGNALS[signum]
         on = "" if signum == signal.SIGINT else f" on {what}"
         if presses == 1:
-            _say(f"\nlaunchpad: stopping {names}{on} ({what} again to kill the nodes now)")
+            terminals.say(f"stopping {names}{on} ({what} again to kill the nodes now)",
+                          fresh_line=True)
             for controller in running:
                 controller.stop()
         else:
-            _say(f"\nlaunchpad: killing the nodes of {names}{on}")
+            terminals.say(f"killing the nodes of {names}{on}", fresh_line=True)
             for controller in running:
                 controller.kill()
-
-
-def _say(text: str) -> None:
-    with contextlib.suppress(OSError, ValueError):  # a terminal gone (SIGHUP), a closed file
-        print(text, file=sys.stderr, flush=True)
 
 
 def _pass_on(signum: int, frame: Any) -> None:

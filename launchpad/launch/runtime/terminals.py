@@ -12,6 +12,9 @@
 current_terminal. Whatever the terminal, node processes are children of the launcher, so the
 controller knows each one's exit status. `log_of(name)` is the file the controller's read_log
 serves a node's output from (none under tmux_session).
+
+`say` is the one way launchpad's own code speaks to whoever watches a process (its launcher,
+a node, a host agent): a line on stderr.
 """
 
 from __future__ import annotations
@@ -41,6 +44,14 @@ TERMINAL_VARIABLE = "LAUNCHPAD_LAUNCH_LOCAL_TERMINAL"
 # what stands for them here.
 _LAUNCHPADS = {"xterm": CURRENT_TERMINAL, "gnome-terminal": CURRENT_TERMINAL,
                "gnome-terminal-tabs": CURRENT_TERMINAL, "byobu_session": TMUX_SESSION}
+
+
+def say(text: str, fresh_line: bool = False) -> None:
+    """A line of launchpad's own, `launchpad: TEXT`, on stderr (stdout stays the program's),
+    never a failure of its caller (a terminal gone: SIGHUP; a closed file). `fresh_line`:
+    on a line of its own, past a ^C the terminal echoed."""
+    with contextlib.suppress(OSError, ValueError):
+        print(("\n" if fresh_line else "") + f"launchpad: {text}", file=sys.stderr, flush=True)
 
 
 def choose(terminal: str | None) -> str:
@@ -261,8 +272,7 @@ class FilesTerminal(Terminal):
 
     def __init__(self, program_name: str, run_dir: str):
         self._run_dir = run_dir
-        print(f"launchpad: output of the nodes of {program_name!r} goes to {run_dir}/",
-              file=sys.stderr, flush=True)  # stderr: a script's stdout stays its own
+        say(f"output of the nodes of {program_name!r} goes to {run_dir}/")
 
     def open(self, name: str) -> tuple[Stdio, bool]:
         log = os.open(log_path(self._run_dir, name), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -291,8 +301,8 @@ class TmuxTerminal(Terminal):
         self.session = f"launchpad-{safe}-{os.path.basename(run_dir).rsplit('-', 1)[-1]}"
         self._started = False
         self._lock = threading.Lock()
-        print(f"launchpad: nodes of {program_name!r} run in tmux session {self.session!r}: "
-              f"tmux attach -t {self.session}", file=sys.stderr, flush=True)
+        say(f"nodes of {program_name!r} run in tmux session {self.session!r}: "
+            f"tmux attach -t {self.session}")
 
     def open(self, name: str) -> tuple[Stdio, bool]:
         with self._lock:

@@ -109,11 +109,7 @@ def pending_reporter(controller: Controller) -> Callable[[str, str], None]:
         if not reason and not said:
             said.append(True)  # a job's first second: the scheduler has not looked yet
             return
-        try:
-            print(f"launchpad: program {controller.program_name!r}: {controller.pending}",
-                  file=sys.stderr, flush=True)
-        except OSError:
-            pass  # a terminal gone (SIGHUP): the status still says it
+        terminals.say(f"program {controller.program_name!r}: {controller.pending}")
     return report
 
 
