@@ -6,6 +6,7 @@
 # make test-upstream: Launchpad's own tests and examples, from its released wheels, run unchanged
 #            on ours (part of make test: the main suite runs tests/upstream).
 # make test-examples: the examples' longer runs (ResNet's other modes and its accuracy).
+# make lint: ruff over the package, the tests, the examples and the benchmarks.
 # make docs: the documentation (docs/, README.md's blocks, the API reference from the
 #            docstrings) built as a site, offline, into site/; any warning fails it.
 
@@ -81,8 +82,10 @@ test: system-packages $(VENV)/.installed
 	$(MAKE) -j2 test-main test-acme
 	$(MAKE) test-core313
 
-test-main: $(VENV)/.installed
-	$(VENV)/bin/ruff check launchpad tests examples benchmarks
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check launchpad courier tests examples benchmarks
+
+test-main: lint
 	$(VENV)/bin/python -m pytest -q --durations=15 -m "not long_example" tests
 
 test-examples: $(VENV)/.installed
