@@ -162,7 +162,7 @@ def run_of(folder: str) -> run_records.Run:
     """The detached Ray run recorded in `folder`, for `launchpad ls`."""
     record = pickle.loads(private_files.read_private(os.path.join(folder, RECORD)))
     run_id = os.path.basename(folder)
-    return run_records.Run(run_id, record.program_name, "ray (detached)",
+    return run_records.Run(run_id, record.program_name, f"{LaunchType.RAY.value} (detached)",
                            run_records.started_at_of(run_id), record.controller_address,
                            record.token, record.tls, folder)
 

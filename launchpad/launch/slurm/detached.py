@@ -119,7 +119,8 @@ def run_of(folder: str) -> run_records.Run | None:
             return None  # it ended before its controller started, or that is starting now
         address = token = ""
     run_id = os.path.basename(folder)
-    return run_records.Run(run_id, run_records.program_name_of(run_id), "slurm (detached)",
+    return run_records.Run(run_id, run_records.program_name_of(run_id),
+                           f"{LaunchType.SLURM.value} (detached)",
                            run_records.started_at_of(run_id), address, token,
                            launch_spec.options.tls, folder, log_dir=folder, pending=pending)
 
