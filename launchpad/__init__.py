@@ -18,7 +18,7 @@ from launchpad.address import (
     get_port_from_address,
 )
 from launchpad.context import LaunchType, is_local_launch, is_local_launch_or_test
-from launchpad.courier import TLS, batched_handler, list_methods
+from launchpad.courier import TLS, GroupCallError, batched_handler, list_methods
 from launchpad.flags import LAUNCH_TYPE
 from launchpad.launch.attach import attach
 from launchpad.launch.kubernetes.manifests import kubernetes_manifests
@@ -47,6 +47,7 @@ from launchpad.nodes.colocation import MultiProcessingColocation, MultiThreading
 from launchpad.nodes.courier.node import CourierClient, CourierHandle, CourierNode
 from launchpad.nodes.dereference import Deferred
 from launchpad.nodes.errors import ColocationError, StaleDataError
+from launchpad.nodes.group import GroupHandle
 from launchpad.nodes.python.local_multi_processing import PythonProcess
 from launchpad.nodes.python.node import PyClassNode, PyNode
 from launchpad.nodes.python.xm_docker import DockerConfig
@@ -70,7 +71,7 @@ __all__ = [
     "Node", "Handle", "PyNode", "PyClassNode", "CourierNode", "CourierHandle", "CourierClient",
     "Deferred",
     "MultiThreadingColocation", "MultiProcessingColocation", "ColocationError", "ReverbNode",
-    "CacherNode", "StaleDataError", "ReplicatedNode",
+    "CacherNode", "StaleDataError", "ReplicatedNode", "GroupHandle", "GroupCallError",
     # Courier
     "courier", "batched_handler", "list_methods", "TLS",
     # Launch

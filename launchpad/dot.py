@@ -7,7 +7,8 @@ What the picture shows:
   and what it runs;
 * an edge from each node to every node whose handle its code receives (in its constructor
   arguments, in containers or `lp.Deferred` arguments there, or given later by `configure`):
-  who calls whom. Handles of nodes that are not in the program draw nothing;
+  who calls whom. Handles of nodes that are not in the program draw nothing. A group handle
+  of a whole group (`program.group_handle`) is one edge, ending at the group's border;
 * a colocation a cluster of its own inside its group, holding the nodes it runs (nested ones
   nest); an edge to the colocation itself ends at its cluster's border.
 
@@ -91,7 +92,11 @@ class _Picture:
             for node in nodes:
                 self._add_with_inner(node)
         known = {id(node) for node in self._every}
-        self._callees = {id(node): [c for c in node.callees() if id(c) in known]
+        self._groups_called = {
+            id(node): [g for g in node.called_groups() if g in program.groups]
+            for node in self._every}
+        self._callees = {id(node): [c for c in node.callees() if id(c) in known
+                                    and c.label not in self._groups_called[id(node)]]
                          for node in self._every}
         self._callers: dict[int, set[int]] = {id(node): set() for node in self._every}
         for node in self._every:
@@ -172,6 +177,12 @@ class _Picture:
                 # An edge to a colocation goes to its first node, clipped at its cluster.
                 head = "cluster_node:" + _name(callee) if callee.inner_nodes() else ""
                 edge = (self._drawn_as[id(node)], self._drawn_as[id(callee)], head)
+                if edge not in drawn:
+                    drawn.append(edge)
+            for label in self._groups_called[id(node)]:  # to the group's first node, clipped
+                first = self._program.groups[label][0]
+                edge = (self._drawn_as[id(node)], self._drawn_as[id(first)],
+                        "cluster_group:" + label)
                 if edge not in drawn:
                     drawn.append(edge)
         for caller, callee, head in drawn:

@@ -39,6 +39,10 @@ class GraphNode(abc.ABC):
         """The handle `Program.add_node` returns for this node."""
 
     @abc.abstractmethod
+    def create_group_handle(self, nodes: list[GraphNode]) -> Any:
+        """One handle for `nodes` (the group this node is of): `Program.group_handle`'s."""
+
+    @abc.abstractmethod
     def default_label(self) -> str:
         """The group label `make_program` uses for this node."""
 
@@ -48,6 +52,11 @@ class GraphNode(abc.ABC):
     def callees(self) -> list[GraphNode]:
         """The nodes whose handles this node's code receives (the nodes it calls), each once,
         in the order its arguments hold them."""
+
+    @abc.abstractmethod
+    def called_groups(self) -> list[str]:
+        """The labels of the groups this node's code receives a group handle of (drawn as
+        one edge to the group)."""
 
     @abc.abstractmethod
     def inner_nodes(self) -> list[GraphNode]:
@@ -181,6 +190,19 @@ class Program:
             yield
         finally:
             self._current_group = None
+
+    def group_handle(self, label: str) -> Any:
+        """One handle for every node of group `label` (an lp.GroupHandle): passed to a node,
+        it becomes a GroupClient there, which calls the whole group at once.
+
+        Raises:
+          ValueError: the program has no such group.
+        """
+        nodes = self._groups.get(label)
+        if not nodes:
+            raise ValueError(f"Program {self._name!r} has no group {label!r}; its groups: "
+                             f"{', '.join(self._groups) or 'none yet'}")
+        return nodes[0].create_group_handle(nodes)
 
     @property
     def current_group(self) -> str:

@@ -2,7 +2,8 @@
 
 A `Server` serves the public methods of an object on three transports at once (in the same
 process, a Unix socket on the same host, gRPC between hosts); a `Client` calls them through
-the fastest that reaches it. ARCHITECTURE.md describes the modules.
+the fastest that reaches it; a `GroupClient` calls a group of servers at once.
+ARCHITECTURE.md describes the modules.
 
 This package knows nothing of programs, nodes or launchers. What the rest of launchpad uses
 of it is exported here, and only here: its modules are private to it (tests/test_imports.py).
@@ -25,6 +26,7 @@ from launchpad.courier.errors import (
     CallTimeoutError,
     ClientClosedError,
     CourierError,
+    GroupCallError,
     PermissionDeniedError,
     RemoteError,
     SerializationError,
@@ -32,6 +34,7 @@ from launchpad.courier.errors import (
     UnknownMethodError,
 )
 from launchpad.courier.function_server import FunctionServer
+from launchpad.courier.group import GroupClient
 from launchpad.courier.hosts import host_identity
 from launchpad.courier.metrics import LATENCY_BOUNDS_SECS, MethodCounts
 from launchpad.courier.metrics import summed as summed_metrics
@@ -41,7 +44,8 @@ from launchpad.courier.transport import mode_of as transport_mode
 
 __all__ = [
     "LATENCY_BOUNDS_SECS", "AddressInUseError", "CallTimeoutError", "Client",
-    "ClientClosedError", "CourierError", "FunctionServer", "MethodCounts",
+    "ClientClosedError", "CourierError", "FunctionServer", "GroupCallError", "GroupClient",
+    "MethodCounts",
     "PermissionDeniedError", "RemoteError", "SerializationError", "Server",
     "ServerUnavailableError", "TLS", "UnknownMethodError", "batched_handler", "host_identity",
     "list_methods", "public_methods", "retain_freed_memory", "settle", "summed_metrics",

@@ -133,7 +133,8 @@ class Client:
         The call is made on this thread (no hand-off to another one) once the client is
         connected; with a `call_timeout`, it fails with `CallTimeoutError` when that expires.
         """
-        return self._start(method, args, kwargs, drive=True).result()
+        return self._send(method, serialization.dumps_call_arguments(method, args, kwargs),
+                          drive=True).result()
 
     def submit(self, method: str, /, *args, **kwargs) -> concurrent.futures.Future:
         """Starts a call of `method` and returns its future at once.
@@ -141,7 +142,13 @@ class Client:
         With a `call_timeout`, the future fails with `CallTimeoutError` when it expires.
         `future.cancel()` works until the reply arrives (the server still runs the call).
         """
-        future = self._start(method, args, kwargs, drive=False)
+        return self.submit_parts(method,
+                                 serialization.dumps_call_arguments(method, args, kwargs))
+
+    def submit_parts(self, method: str, parts: list) -> concurrent.futures.Future:
+        """`submit` of arguments pickled already (serialization.dumps_call_arguments): a
+        group's call pickles them once for all its members (group.py)."""
+        future = self._send(method, parts, drive=False)
         # A client nobody holds closes its connection: a future holds its client, so that
         # `handle.dereference().futures.m()` gets its reply.
         future.courier_client = self
@@ -152,9 +159,7 @@ class Client:
         self._slot.close(f"the client of {self.address} was closed")
         self._deadlines.close()
 
-    def _start(self, method: str, args: tuple, kwargs: dict,
-               drive: bool) -> concurrent.futures.Future:
-        parts = serialization.dumps_call_arguments(method, args, kwargs)
+    def _send(self, method: str, parts: list, drive: bool) -> concurrent.futures.Future:
         future: concurrent.futures.Future = concurrent.futures.Future()
         if self._call_timeout is not None:  # armed first: a driven call returns when done
             self._deadlines.watch(future, self._call_timeout, lambda: self._timed_out(method))

@@ -107,6 +107,27 @@ class AddressInUseError(CourierError, OSError):
     code = 6  # ALREADY_EXISTS
 
 
+class GroupCallError(CourierError):
+    """A call to a group (group.py) failed on some of its members.
+
+    Attributes:
+      method: the method called.
+      results: each member's result, or the exception its call raised, in member order.
+      failed: the names of the members whose call failed.
+    """
+
+    def __init__(self, method: str, results: list, failed: list[str]):
+        first = next(r for r in results if isinstance(r, BaseException))
+        super().__init__(f"{method!r} failed on {len(failed)} of {len(results)} members "
+                         f"({', '.join(failed)}); the first: {type(first).__name__}: {first}")
+        self.method = method
+        self.results = results
+        self.failed = failed
+
+    def __reduce__(self):  # rebuilt whole where it is raised again (a caller of the caller)
+        return type(self), (self.method, self.results, self.failed)
+
+
 # Signals between a stream's transport and the server or client driving it, never raised
 # to a user.
 

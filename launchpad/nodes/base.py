@@ -162,6 +162,16 @@ class Node(GraphNode):
                 found.append(node)
         return found
 
+    def called_groups(self) -> list[str]:
+        from launchpad.nodes import group  # (group.py builds on this module)
+        labels = [placeholder.group_label() for placeholder in placeholders_in(self.arguments())
+                  if isinstance(placeholder, group.GroupHandle)]
+        return list(dict.fromkeys(label for label in labels if label))
+
+    def create_group_handle(self, nodes: list[GraphNode]) -> Any:
+        from launchpad.nodes import group  # (group.py builds on this module)
+        return group.GroupHandle([node.create_handle() for node in nodes])
+
     def kind(self) -> str:
         """The launchpad node type this node is (a user's subclass of CourierNode is a
         CourierNode)."""

@@ -24,6 +24,11 @@ class Dereferenceable(abc.ABC):
     def dereference(self) -> Any:
         """Returns the object this placeholder stands for."""
 
+    def inner_placeholders(self) -> list[Dereferenceable]:
+        """The placeholders this one holds and makes itself (a Deferred's arguments, a
+        group handle's members), for those who look for every handle a node receives."""
+        return []
+
 
 def maybe_dereference(obj: Any) -> Any:
     """`obj.dereference()` for a placeholder, else `obj` itself."""
@@ -49,6 +54,9 @@ class Deferred(Dereferenceable):
         self._made_at = f"{caller.f_code.co_filename}:{caller.f_lineno}"
         self._built: list = []  # the object, once made
         self._lock = threading.Lock()
+
+    def inner_placeholders(self) -> list[Dereferenceable]:
+        return placeholders_in((self._args, self._kwargs))
 
     def dereference(self) -> Any:
         with self._lock:
@@ -82,14 +90,13 @@ def dereference_all(value: Any) -> Any:
 
 
 def placeholders_in(value: Any) -> list[Dereferenceable]:
-    """Every placeholder `dereference_all(value)` would replace, in order, and the
-    placeholders in the arguments of its Deferreds after each."""
+    """Every placeholder `dereference_all(value)` would replace, in order, and those each
+    holds itself (its `inner_placeholders`: a Deferred's arguments) after each."""
     found: list[Dereferenceable] = []
 
     def collect(leaf: Dereferenceable) -> Any:
         found.append(leaf)
-        if isinstance(leaf, Deferred):
-            found.extend(placeholders_in((leaf._args, leaf._kwargs)))
+        found.extend(leaf.inner_placeholders())
         return leaf
 
     _rebuild(value, collect)

@@ -1,0 +1,253 @@
+"""Calls to a group of courier servers at once: `GroupClient`.
+
+    group.call.m(*args, **kwargs)          every member's result, in member order
+    group.futures.m(*args, **kwargs)       a Future per member, in member order
+    group.broadcast.m(*args, **kwargs)     fire and forget: returns at once
+    group.choose.m(*args, **kwargs)        one member's result: the least loaded one's
+    group.scatter.m([args_0, args_1, ...]) member i called with args_i; results in order
+    group.call(timeout=5).m(...)           the same, with a deadline per member (any view)
+    group[3], group[0:8], len(group)       a member's client, a sub-group, the size
+
+A call to N members pickles its arguments once and puts N messages on their way, each on its
+member's own connection, before it waits for any reply: it costs the caller about what N
+futures cost, not N round trips. `call` and `scatter` raise `GroupCallError` if any member
+failed, holding every member's result or exception (`e.results`). `broadcast` never waits:
+its messages are sent by a few threads of the group's, so a member that is slow, or gone and
+being reconnected to, holds up no other; its failures are counted (`broadcast_errors`) and
+logged once per member. `choose` calls the member with the fewest of this group's calls in
+flight; one that is gone (`ServerUnavailableError`) is left for another, within the timeout,
+and is chosen last for `UNAVAILABLE_SECS` after any call of the group found it gone. A
+member that is restarting is waited for as its own client waits (its connect_timeout).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import itertools
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from absl import logging
+
+from launchpad.courier import serialization
+from launchpad.courier.client import Client
+from launchpad.courier.errors import CallTimeoutError, GroupCallError, ServerUnavailableError
+from launchpad.courier.threads import DaemonThreadPool
+
+_BROADCAST_THREADS = 4  # senders of broadcasts: a member being reconnected to holds one
+UNAVAILABLE_SECS = 5.0  # a member found gone is chosen last for this long
+
+
+class GroupClient:
+    """One client for the courier servers of a group (see the module doc).
+
+    Args:
+      clients: a client of each member, in member order.
+      names: what errors and logs call each member (default: its address).
+    """
+
+    def __init__(self, clients: Sequence[Client], names: Sequence[str] | None = None):
+        clients = list(clients)
+        if not clients or not all(isinstance(c, Client) for c in clients):
+            raise TypeError(f"A GroupClient needs one or more courier Clients, got {clients!r}")
+        if names is not None and len(names) != len(clients):
+            raise ValueError(f"{len(names)} names for {len(clients)} members")
+        self._clients = clients
+        self._names = list(names) if names is not None else [c.address for c in clients]
+        self._lock = threading.Lock()
+        self._in_flight = [0] * len(clients)
+        self._next_choice = itertools.count()  # ties of choose go round the members
+        self._broadcast_errors = [0] * len(clients)
+        self._gone_until = [0.0] * len(clients)  # monotonic time: chosen last until then
+        self._senders: DaemonThreadPool | None = None
+
+    def __len__(self) -> int:
+        return len(self._clients)
+
+    def __getitem__(self, index: int | slice) -> Client | GroupClient:
+        """A member's client, or a sub-group (its own group: its own calls in flight)."""
+        if isinstance(index, slice):
+            return GroupClient(self._clients[index], self._names[index])
+        return self._clients[index]
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._names)
+
+    @property
+    def call(self) -> _View:
+        return _View(self, self._call)
+
+    @property
+    def futures(self) -> _View:
+        return _View(self, lambda method, args, kwargs, timeout: self._submit_all(
+            method, serialization.dumps_call_arguments(method, args, kwargs)))
+
+    @property
+    def broadcast(self) -> _View:
+        return _View(self, self._broadcast)
+
+    @property
+    def choose(self) -> _View:
+        return _View(self, self._choose)
+
+    @property
+    def scatter(self) -> _View:
+        return _View(self, self._scatter)
+
+    def broadcast_errors(self) -> dict[str, int]:
+        """Member name -> how many of its broadcast calls failed."""
+        with self._lock:
+            return dict(zip(self._names, self._broadcast_errors, strict=True))
+
+    def close(self) -> None:
+        """Closes every member's client; calls in flight fail."""
+        for client in self._clients:
+            client.close()
+        if self._senders is not None:
+            self._senders.shutdown(wait=False)
+
+    # --- the views' calls -------------------------------------------------------------------
+
+    def _submit(self, member: int, method: str, parts: list,
+                counted: bool = False) -> concurrent.futures.Future:
+        """Starts a call on `member`, counted in flight until it lands (`counted`: it is
+        already, by the choice that picked the member)."""
+        if not counted:
+            with self._lock:
+                self._in_flight[member] += 1
+        future = self._clients[member].submit_parts(method, parts)
+        future.add_done_callback(lambda done: self._landed(member, done))
+        return future
+
+    def _landed(self, member: int, future: concurrent.futures.Future) -> None:
+        gone = (not future.cancelled()
+                and isinstance(future.exception(), ServerUnavailableError))
+        with self._lock:
+            self._in_flight[member] -= 1
+            if gone:
+                self._gone_until[member] = time.monotonic() + UNAVAILABLE_SECS
+
+    def _submit_all(self, method: str, parts: list) -> list[concurrent.futures.Future]:
+        return [self._submit(member, method, parts) for member in range(len(self))]
+
+    def _call(self, method: str, args: tuple, kwargs: dict, timeout: float | None) -> list:
+        parts = serialization.dumps_call_arguments(method, args, kwargs)
+        return self._gather(method, self._submit_all(method, parts), timeout)
+
+    def _scatter(self, method: str, args: tuple, kwargs: dict, timeout: float | None) -> list:
+        if len(args) != 1 or not isinstance(args[0], Sequence) or len(args[0]) != len(self):
+            raise ValueError(f"scatter.{method} takes one list of {len(self)} arguments, the "
+                             f"i-th for member i (a tuple: its positional arguments)")
+        futures = []
+        for member, given in enumerate(args[0]):
+            member_args = given if isinstance(given, tuple) else (given,)
+            parts = serialization.dumps_call_arguments(method, member_args, kwargs)
+            futures.append(self._submit(member, method, parts))
+        return self._gather(method, futures, timeout)
+
+    def _gather(self, method: str, futures: list[concurrent.futures.Future],
+                timeout: float | None) -> list:
+        """Each member's result, waiting for each at most `timeout` seconds from now."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        results: list[Any] = []
+        for member, future in enumerate(futures):
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                results.append(future.result(left))
+            except concurrent.futures.TimeoutError:
+                future.cancel()  # (the member may still run it)
+                results.append(CallTimeoutError(
+                    f"Deadline Exceeded: {method!r} on member {self._names[member]} did not "
+                    f"complete within timeout={timeout}s"))
+            except Exception as e:  # noqa: BLE001 - kept as that member's result
+                results.append(e)
+        failed = [i for i, r in enumerate(results) if isinstance(r, BaseException)]
+        if failed:
+            raise GroupCallError(method, results, [self._names[i] for i in failed])
+        return results
+
+    def _broadcast(self, method: str, args: tuple, kwargs: dict,
+                   timeout: float | None) -> None:
+        parts = serialization.dumps_call_arguments(method, args, kwargs)
+        with self._lock:
+            if self._senders is None:
+                self._senders = DaemonThreadPool(_BROADCAST_THREADS, "courier-broadcast")
+            senders = self._senders
+        for member in range(len(self)):
+            senders.submit(self._send_broadcast, member, method, parts)
+
+    def _send_broadcast(self, member: int, method: str, parts: list) -> None:
+        try:
+            future = self._submit(member, method, parts)
+        except Exception as e:  # noqa: BLE001 - counted as the member's failure
+            self._broadcast_failed(member, method, e)
+            return
+        future.add_done_callback(lambda done: done.cancelled() or done.exception() is None
+                                 or self._broadcast_failed(member, method, done.exception()))
+
+    def _broadcast_failed(self, member: int, method: str, error: BaseException) -> None:
+        with self._lock:
+            self._broadcast_errors[member] += 1
+            first = self._broadcast_errors[member] == 1
+        if first:  # once per member: a member that is gone would fill the log
+            logging.warning("Courier broadcast of %r to %s failed (counted, logged once): "
+                            "%s: %s", method, self._names[member], type(error).__name__, error)
+
+    def _choose(self, method: str, args: tuple, kwargs: dict, timeout: float | None) -> Any:
+        parts = serialization.dumps_call_arguments(method, args, kwargs)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        gone: set[int] = set()
+        while True:
+            member = self._pick_least_loaded(gone)
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                return self._submit(member, method, parts, counted=True).result(left)
+            except concurrent.futures.TimeoutError:
+                raise CallTimeoutError(
+                    f"Deadline Exceeded: {method!r} on member {self._names[member]} did not "
+                    f"complete within timeout={timeout}s") from None
+            except ServerUnavailableError:
+                gone.add(member)
+                if len(gone) == len(self) and (deadline is None
+                                               or time.monotonic() >= deadline):
+                    raise
+                if len(gone) == len(self):
+                    gone.clear()  # every one gone: look again, while time is left
+
+    def _pick_least_loaded(self, gone: set[int]) -> int:
+        """The member with the fewest calls in flight (ties: the next one round; members
+        found gone lately last), counted in flight at once, so that concurrent choices
+        spread."""
+        start = next(self._next_choice)
+        order = [(start + i) % len(self) for i in range(len(self))]
+        now = time.monotonic()
+        with self._lock:
+            member = min((m for m in order if m not in gone),
+                         key=lambda m: (self._gone_until[m] > now, self._in_flight[m]))
+            self._in_flight[member] += 1
+            return member
+
+
+class _View:
+    """`view.method(*args, **kwargs)` makes a group call of `method`; `view(timeout=...)`
+    gives the same view with a deadline per member."""
+
+    def __init__(self, group: GroupClient,
+                 make: Callable[[str, tuple, dict, float | None], Any],
+                 timeout: float | None = None):
+        self._group = group
+        self._make = make
+        self._timeout = timeout
+
+    def __call__(self, *, timeout: float | None = None) -> _View:
+        if timeout is not None and not timeout >= 0:
+            raise ValueError(f"timeout must be a number of seconds >= 0, got {timeout!r}")
+        return _View(self._group, self._make, timeout)
+
+    def __getattr__(self, method: str) -> Callable[..., Any]:
+        if method.startswith("_"):
+            raise AttributeError(method)
+        return lambda *args, **kwargs: self._make(method, args, kwargs, self._timeout)
