@@ -14,8 +14,8 @@ client's CPU per call. This uses grpcio's Cython layer (`segregated_call`, the s
 its blocking unary calls use), which is why pyproject.toml pins grpcio to the versions where
 that layer has this shape; `tests/courier/test_transport.py` checks it, the server's too.
 
-The server's side is grpc_server.py, on the same layer: each of its streams is driven by a
-thread of its own, on a completion queue of its own, so a message wakes that thread alone.
+The server's side is grpc_server.py, on the same layer: every stream is on the server's one
+completion queue, where a few threads wait, each answering the message it takes.
 
 The secret token travels as call metadata when the stream opens: a stream without the right
 token is aborted before any message on it is read, so nothing from an unauthenticated peer is

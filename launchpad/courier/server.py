@@ -1,8 +1,9 @@
-"""The courier server: serves every public method of one Python object over gRPC.
+"""The courier server: serves every public method of one Python object, on every transport.
 
-A stream's messages are answered one at a time, each by the thread that read it (a gRPC
-stream's own thread; for the local socket, whichever stream thread its epoll woke, see
-local_server.py), which runs the calls it reads itself (`replies`)::
+A stream's messages are answered one at a time, each by the thread that read it (whichever
+of the gRPC server's threads took it from its completion queue, see grpc_server.py; for the
+local socket, whichever stream thread its epoll woke, see local_server.py), which runs the
+calls it reads itself (`replies`)::
 
     read a message -> run all its calls but the last on workers -> run the last one here
                    -> yield the replies (coalesced) -> read the next message

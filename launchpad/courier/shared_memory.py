@@ -1,4 +1,4 @@
-"""The same-host shortcut for large payloads: shared memory beside the gRPC stream.
+"""The same-host shortcut for large payloads: shared memory beside a socket stream.
 
 Between two processes on one host, a large buffer (a numpy array, a long bytes value) costs far
 more through gRPC than copying it: grpcio copies it into its own buffer, the kernel copies it

@@ -1,6 +1,6 @@
 """A host agent: the one Slurm step of a host, which starts and watches that host's nodes.
 
-    launcher (slurm_agents.HostAgent)        agent (`python -m launchpad.launch --agent SPEC`)
+    launcher (slurm/agents.py: HostAgent)    agent (`python -m launchpad.launch --agent SPEC`)
       srun -w HOST -c SHARE ... --agent  -->   a fork server (the core imported once per host)
       {"op": "spawn", "id", "spec", ...}       fork the node (exec: its own interpreter), its
                                                stdout and stderr pipes of the agent's

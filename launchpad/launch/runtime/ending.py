@@ -1,9 +1,10 @@
 """Ending what a launcher started: the grace period, then SIGTERM, then SIGKILL.
 
-One way for every kind of worker (a thread, a node process, a colocated child process, later a
-job step): each is given until the grace period is over to end by itself, then asked to end
-(SIGTERM to a process group), then, 3 s later, ended (SIGKILL). A thread cannot be signalled:
-it gets the same 3 s, then is named in a warning and left to end with its process.
+One way for every kind of worker (a thread, a node process on this host or forked by a host
+agent, a colocated child process, a Ray actor): each is given until the grace period is over
+to end by itself, then asked to end (SIGTERM to a process group), then, 3 s later, ended
+(SIGKILL). A thread cannot be signalled: it gets the same 3 s, then is named in a warning and
+left to end with its process.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@
                          "actor": lp.Resources(cpus=1)})
 
 Each engine maps it to its own terms (Slurm: `--cpus-per-task`, `--gpus-per-task`,
-`--mem-per-cpu`; later Ray's `num_cpus`/`num_gpus`/`memory` and Kubernetes' requests). Groups
+`--mem-per-cpu`; Ray's `num_cpus`/`num_gpus`/`memory`; Kubernetes' requests). Groups
 without an entry get `Resources()`: one CPU per node. Local launch types check the group names
 and ignore the rest, so one launch script serves every launch type.
 """

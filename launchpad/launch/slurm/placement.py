@@ -1,6 +1,6 @@
 """Where a program's nodes go in its Slurm job, computed before anything is submitted.
 
-    nodes (group, lp.Resources) + the cluster's hosts (slurm_inventory)
+    nodes (group, lp.Resources) + the cluster's hosts (inventory.py)
         -> Placement: components, each H hosts of one shape; every node on a host slot
         -> the sbatch request (`Placement.sbatch_argv`), shown by --lp_dry_run
 
