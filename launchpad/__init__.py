@@ -53,7 +53,7 @@ from launchpad.nodes.python.node import PyClassNode, PyNode
 from launchpad.nodes.python.xm_docker import DockerConfig
 from launchpad.nodes.replicated import ReplicatedNode
 from launchpad.nodes.reverb.node import ReverbNode
-from launchpad.program import Program, RestartPolicy, make_program
+from launchpad.program import Program, RestartPolicy, StatePolicy, make_program
 from launchpad.render import render_program
 from launchpad.stopping import (
     make_program_stopper,
@@ -66,7 +66,7 @@ from launchpad.stopping import (
 
 __all__ = [
     # Graph
-    "Program", "RestartPolicy", "make_program", "render_program",
+    "Program", "RestartPolicy", "StatePolicy", "make_program", "render_program",
     # Nodes and handles
     "Node", "Handle", "PyNode", "PyClassNode", "CourierNode", "CourierHandle", "CourierClient",
     "Deferred",

@@ -104,6 +104,9 @@ class NodeContext:
     # their call counters are the node's telemetry.
     servers: list[courier.Server] = dataclasses.field(default_factory=list)
     launch_type: str = ""  # the LaunchType's value ("" for a standalone context)
+    # The node's saved states (launch/runtime/state_store.NodeState), when its group keeps
+    # state (lp.StatePolicy); None otherwise.
+    state: Any = None
 
     @property
     def standalone(self) -> bool:

@@ -72,6 +72,10 @@ def define(flag_values: flags.FlagValues) -> None:
                       "Check the launch and print what it would start (under slurm: each "
                       "node's host slot and the sbatch request), starting nothing.",
                       flag_values=flag_values)
+    flags.DEFINE_string("lp_resume", None,
+                        "Start every stateful node (lp.StatePolicy) from its latest state "
+                        "of this earlier run of the program (a run id), when lp.launch() "
+                        "is given no resume=", flag_values=flag_values)
     flags.DEFINE_string("lp_ray_address", None,
                         "launch_type=ray: the Ray cluster to join (its head's host:port, or "
                         "auto), when lp.launch() is given no ray=lp.RaySettings(...); default "

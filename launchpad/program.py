@@ -95,6 +95,34 @@ class RestartPolicy:
         return min(self.backoff_secs * 2 ** (restart - 1), self.max_backoff_secs)
 
 
+@dataclasses.dataclass(frozen=True)
+class StatePolicy:
+    """What a group keeps of its nodes' state, so that a restarted node, or a resumed
+    program (`lp.launch(..., resume=RUN_ID)`), starts where it was.
+
+    A node's object that defines `save_state(self) -> object` and `restore_state(self,
+    state)` is saved every `every_secs`, at a graceful stop (Slurm's time-limit signal and a
+    pod's SIGTERM are graceful stops), and restored before it serves anything. The last
+    `keep` states of each node are kept, in `dir` (default: the run's folder, ~/.launchpad,
+    on the shared filesystem under Slurm), each written whole and private to its user. A
+    save never runs while one of the node's courier handlers does, unless its class sets
+    `save_state_concurrently = True`.
+    """
+
+    every_secs: float = 60.0
+    keep: int = 3
+    dir: str | None = None
+
+    def __post_init__(self):
+        if isinstance(self.every_secs, bool) or not (
+                isinstance(self.every_secs, (int, float)) and self.every_secs > 0):
+            raise ValueError(f"every_secs must be a number > 0, got {self.every_secs!r}")
+        if isinstance(self.keep, bool) or not isinstance(self.keep, int) or self.keep < 1:
+            raise ValueError(f"keep must be an int >= 1, got {self.keep!r}")
+        if self.dir is not None and not isinstance(self.dir, str):
+            raise TypeError(f"dir must be a path (str) or None, got {self.dir!r}")
+
+
 class Program:
     """A named graph of nodes grouped by label."""
 
@@ -105,6 +133,7 @@ class Program:
         self._groups: dict[str, list[GraphNode]] = {}
         self._current_group: str | None = None
         self._restart_policies: dict[str, RestartPolicy] = {}
+        self._state_policies: dict[str, StatePolicy] = {}
 
     @property
     def name(self) -> str:
@@ -168,14 +197,22 @@ class Program:
         else:
             self._restart_policies[label] = policy
 
+    @property
+    def state_policies(self) -> dict[str, StatePolicy]:
+        """label -> what that group keeps of its nodes' state (groups without one keep none)."""
+        return dict(self._state_policies)
+
     @contextlib.contextmanager
-    def group(self, label: str, *, restart: RestartPolicy | None = None) -> Iterator[None]:
+    def group(self, label: str, *, restart: RestartPolicy | None = None,
+              state: StatePolicy | None = None) -> Iterator[None]:
         """Adds every node added inside the `with` block to the group `label`.
 
         Args:
           label: the group's label.
           restart: restart the group's nodes when they fail (see RestartPolicy); by default
             a failing node stops the program.
+          state: keep the group's nodes' state (see StatePolicy); by default a node starts
+            from nothing, each time.
         """
         if not isinstance(label, str) or not label:
             raise ValueError(f"Label should not be empty. A group's label must be a "
@@ -185,6 +222,11 @@ class Program:
                              f"group({self._current_group!r})")
         if restart is not None:
             self.set_restart_policy(label, restart)
+        if state is not None:
+            if not isinstance(state, StatePolicy):
+                raise TypeError(f"state of group {label!r} must be an lp.StatePolicy, got "
+                                f"{state!r}")
+            self._state_policies[label] = state
         self._current_group = label
         try:
             yield

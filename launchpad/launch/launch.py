@@ -24,7 +24,7 @@ from launchpad.launch import launchers, run_registry
 from launchpad.launch import options as launch_options
 from launchpad.launch.kubernetes.settings import KubernetesSettings
 from launchpad.launch.ray.settings import RaySettings
-from launchpad.launch.runtime import at_exit, interrupts
+from launchpad.launch.runtime import at_exit, interrupts, state_store
 from launchpad.launch.runtime.controller import Controller
 from launchpad.launch.runtime.controllers import Controllers
 from launchpad.launch.runtime.dry_run import DryRun
@@ -56,7 +56,9 @@ def launch(programs: Program | Sequence[Program],
            detach: bool = False,
            status: bool | None = None,
            dashboard_port: int | None = None,
-           dry_run: bool | None = None) -> Controller | Controllers:
+           dry_run: bool | None = None,
+           resume: str | None = None,
+           resume_partial: bool = False) -> Controller | Controllers:
     """Launches a program (or several) and returns its controller (or a list of them, which
     also waits for and stops them all: Controllers).
 
@@ -114,6 +116,11 @@ def launch(programs: Program | Sequence[Program],
       dry_run: check everything, print what would be started - under slurm each node's
         host slot and the sbatch request - and start nothing (dry_run.py); lp.launch then
         returns a DryRun, whose waits return at once. None reads --lp_dry_run.
+      resume: the run id of an earlier run of this program: every node of a group that
+        keeps state (lp.StatePolicy) starts from its latest state of that run (None reads
+        --lp_resume). A program whose groups differ from that run's is refused, naming them.
+      resume_partial: resume even where the groups differ (the nodes that match start from
+        their states).
 
     When the launching script returns while a local_mt or local_mp program still runs, the
     interpreter's exit waits for the program to stop, as in Launchpad (see at_exit.py).
@@ -131,7 +138,8 @@ def launch(programs: Program | Sequence[Program],
         serialize_py_nodes=serialize_py_nodes, termination_notice_secs=termination_notice_secs,
         resources=resources, slurm=slurm, ray=ray, kubernetes=kubernetes, tls=tls,
         liveness_timeout_secs=liveness_timeout_secs, startup_timeout_secs=startup_timeout_secs,
-        detach=detach, status=status, dashboard_port=dashboard_port, dry_run=dry_run)
+        detach=detach, status=status, dashboard_port=dashboard_port, dry_run=dry_run,
+        resume=resume, resume_partial=resume_partial)
     for program in checked:
         launch_options.check_program(program, options)
         launcher.validate(program, options)
@@ -162,16 +170,21 @@ def _start(program: Program, launcher: Launcher, options: LaunchOptions,
     """Starts `program` with its controller in this process: what the controller is given
     is made first (its run's folder, where its nodes write, its dashboard's port); whatever
     had started when the launch fails ends, and the error is the caller's."""
-    folder = run_registry.new_run(program.name) if launcher.recorded else None
+    # The run's folder: its record, and its nodes' states (kept, for a later resume=).
+    stateful = bool(program.state_policies) or options.resume is not None
+    folder = run_registry.new_run(program.name) if launcher.recorded or stateful else None
     output = dashboard = None
     try:
+        states = (state_store.prepare(program, os.path.basename(folder),
+                                      state_store.state_folder(folder), options.resume,
+                                      options.resume_partial) if stateful else None)
         output = launcher.node_output(program, options)
         if options.dashboard is not None:  # a port taken fails the launch
             from launchpad.launch.dashboard import server as dashboard_server
             dashboard = dashboard_server.Dashboard(program, *options.dashboard)
         controller = Controller(
             program, launch_type=launcher.name, output=output,
-            run_id=os.path.basename(folder) if folder else "",
+            run_id=os.path.basename(folder) if folder else "", states=states,
             dashboard_url=dashboard.url if dashboard else None, host=host, tls=options.tls,
             **options.clocks.controller_arguments())
     except BaseException:
@@ -188,7 +201,7 @@ def _start(program: Program, launcher: Launcher, options: LaunchOptions,
         with contextlib.suppress(LaunchError):
             controller.wait()
         raise
-    if folder is not None:  # the launching process owns the program (at_exit.py)
+    if launcher.recorded:  # the launching process owns the program (at_exit.py)
         _record(folder, controller)
         at_exit.wait_for(controller)
     return controller

@@ -101,6 +101,8 @@ OPTIONS: dict[str, Option] = {
                              check=_port, flag="lp_dashboard_port",
                              noun="a dashboard port", error=ValueError),
     "dry_run": Option((bool,), "True or False", flag="lp_dry_run"),
+    "resume": Option((str,), "the id of an earlier run of this user", flag="lp_resume"),
+    "resume_partial": Option((bool,), "True or False"),
 }
 _SETTINGS = {"slurm", "ray", "kubernetes"}  # each launcher reads its own (settings_keyword)
 _XM_OPTIONS = ("xm_resources", "controller_xm_requirements")
@@ -135,7 +137,8 @@ def resolve(launcher: Launcher, programs: int, **given: Any) -> LaunchOptions:
         detach=detach, live_status=live,
         dashboard=_dashboard(values["dashboard_port"], given.get("dashboard_port"), programs,
                              detach),
-        dry_run=bool(values["dry_run"]), bind_address=lp_flags.value("lp_bind_address"))
+        dry_run=bool(values["dry_run"]), bind_address=lp_flags.value("lp_bind_address"),
+        resume=values["resume"], resume_partial=bool(values["resume_partial"]))
 
 
 def check_program(program: Program, options: LaunchOptions) -> None:

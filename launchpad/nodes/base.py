@@ -257,6 +257,13 @@ def running_context() -> Iterator[context.NodeContext]:
         context.leave(token)
 
 
+def running_state() -> Any:
+    """The saved states of the node running here (a NodeState of the launcher's), or None
+    when its group keeps no state or no launched node runs here."""
+    found = context.current_or_none()
+    return found.state if found is not None else None
+
+
 def run_in_context(node: Node, node_context: context.NodeContext) -> BaseException | None:
     """Runs `node` on this thread inside `node_context`; returns what it raised, or None.
 

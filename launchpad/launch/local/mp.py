@@ -78,7 +78,7 @@ class ProcessesLauncher(Launcher):
                 termination_notice_secs=controller.termination_notice_secs,
                 liveness_timeout_secs=controller.liveness_timeout_secs,
                 bind_host=options.bind_address or spec.LOOPBACK, argv=settings.argv(),
-                env=settings.env)
+                env=settings.env, state=controller.state_spec(node.label))
             node_process = NodeProcess(
                 node.name, spec.write_spec_file(node_spec, output.run_dir), settings, spawner,
                 lambda name=node.name: output.terminal.open(name),

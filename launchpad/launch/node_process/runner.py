@@ -39,7 +39,14 @@ from absl import logging as absl_logging
 
 from launchpad import address, context, control
 from launchpad.launch.node_process import agent_relay, process_tree, reporting, slot_binding
-from launchpad.launch.runtime import errors, private_files, process, spec, terminals
+from launchpad.launch.runtime import (
+    errors,
+    private_files,
+    process,
+    spec,
+    state_store,
+    terminals,
+)
 from launchpad.nodes import base
 
 EXIT_NODE_RAISED = 1
@@ -92,7 +99,8 @@ def _make_context(node_spec: spec.NodeSpec) -> context.NodeContext:
                                                     in_worker=True),
         bind_host=bind_host, host=host, tls=node_spec.tls,
         termination_notice_secs=node_spec.termination_notice_secs,
-        launch_type=node_spec.launch_type)
+        launch_type=node_spec.launch_type,
+        state=state_store.NodeState.of(node_spec.state, node_spec.name))
 
 
 class _Watch:

@@ -1,18 +1,13 @@
 """The controller of a launched program: the one service every part of the program talks to.
 
 One per launch, in the launching process (or wherever a cluster launch puts it), a courier
-service speaking the controller protocol (control.py) to nodes, handles and launchers alike:
-
-    registry.py    addresses: register, lookups that wait (bounded), forget on end/restart
-    supervisor.py  how each node's runs end (its reports, its launcher's observation, its
-                   heartbeats) -> finished, restarted by policy, or failed (fail fast)
-    (this module)  the public API (wait, stop, kill, ...) and the stop sequence: every node's
-                   stop event and stop handlers -> grace period -> what is left is ended
-                   (ending.py) -> wait() returns (raising NodeFailedError if a node failed)
-
-The controller owns the workers (threads, processes, job steps) its launcher started;
-`wait()` returns only once each has finished or been ended. The launching process itself is
-never killed.
+service speaking the controller protocol (control.py, controller_service.py) to nodes,
+handles and launchers alike. Its parts: addresses (registry.py), how each node's runs end
+(supervisor.py), what nodes report (node_book.py). This module is the public API (wait, stop,
+kill, ...) and the stop sequence: every node's stop event and stop handlers, the grace
+period, what is left ended (ending.py), then wait() returns (raising NodeFailedError if a
+node failed). It owns the workers its launcher started; the launching process is never
+killed.
 """
 
 from __future__ import annotations
@@ -27,7 +22,7 @@ from absl import logging
 
 from launchpad import context, control, courier, telemetry
 from launchpad.courier import TLS, settle
-from launchpad.launch.runtime import ending, errors, interrupts, node_logs, process
+from launchpad.launch.runtime import ending, errors, interrupts, node_logs, process, state_store
 from launchpad.launch.runtime.controller_service import ControllerService
 from launchpad.launch.runtime.ending import NodeWorker
 from launchpad.launch.runtime.launchpad_workers import LaunchpadWorkers
@@ -58,6 +53,7 @@ class Controller(LaunchpadWorkers):
       output: where its node processes write (terminals.NodeOutput; None: to the output of
         the process they run in).
       dashboard_url: the address of its dashboard, with the token, when it serves one.
+      states: where its stateful groups' states go (state_store.RunStates; None: none).
       termination_notice_secs: the grace period nodes get after a stop.
       liveness_timeout_secs: a node process whose heartbeats stop for this long is lost.
       startup_timeout_secs: a node process (or actor) made this long ago whose runner has
@@ -74,6 +70,7 @@ class Controller(LaunchpadWorkers):
 
     def __init__(self, program: Program, *, launch_type: str = "", run_id: str = "",
                  output: NodeOutput | None = None, dashboard_url: str | None = None,
+                 states: state_store.RunStates | None = None,
                  termination_notice_secs: float = 10.0, liveness_timeout_secs: float = 10.0,
                  startup_timeout_secs: float = DEFAULT_STARTUP_TIMEOUT_SECS,
                  host: str = "127.0.0.1", tls: TLS | None = None, port: int = 0,
@@ -113,6 +110,7 @@ class Controller(LaunchpadWorkers):
         self.launch_type = launch_type
         self.run_id = run_id
         self.dashboard_url = dashboard_url
+        self.states = states
         self.pending = ""  # what it waits for before any node can start (set_pending)
         self.started_at = time.time()
         self._finished = threading.Event()
@@ -135,13 +133,18 @@ class Controller(LaunchpadWorkers):
             program_name=self.program_name, label=label, index=index,
             controller_address=self.address, token=self._token, tls=self.tls,
             process_starter=self._process_starter, termination_notice_secs=self._grace,
-            launch_type=self.launch_type)
+            launch_type=self.launch_type, state=state_store.NodeState.of(
+                self.state_spec(label), f"{label}/{index}"))
         with self._lock:
             self._contexts.append(node_context)
             stopping = self._stopping.is_set()
         if stopping:
             node_context.notify_stop()
         return node_context
+
+    def state_spec(self, label: str | None) -> state_store.StateSpec | None:
+        """Where the nodes of group `label` keep their states (None: their group keeps none)."""
+        return self.states.spec_for(label) if self.states and label is not None else None
 
     @property
     def termination_notice_secs(self) -> float:

@@ -21,6 +21,11 @@ class DashboardError(LaunchError):
     """A launch's dashboard could not be served (its port is taken)."""
 
 
+class StateError(LaunchError):
+    """A stateful node's state could not be saved or read (lp.StatePolicy), or a resumed
+    run's states are not this program's."""
+
+
 class AgentGoneError(ConnectionError):
     """The node's host agent no longer listens."""
 

@@ -82,6 +82,8 @@ class LaunchOptions:
     dashboard: tuple[int, str] | None = None  # its port, and what asked for it (for errors)
     dry_run: bool = False
     bind_address: str | None = None
+    resume: str | None = None  # the run whose states the stateful nodes start from
+    resume_partial: bool = False
 
 
 class Launcher:

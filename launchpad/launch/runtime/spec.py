@@ -24,6 +24,7 @@ import cloudpickle
 from launchpad.courier import TLS
 from launchpad.launch.runtime import private_files, serialization
 from launchpad.launch.runtime.errors import UnsafePathError
+from launchpad.launch.runtime.state_store import StateSpec
 
 LOOPBACK = "127.0.0.1"
 ROUTED = ""  # bind_host: the interface through which this host reaches the controller
@@ -57,6 +58,7 @@ class NodeSpec:
     argv: list[str] = dataclasses.field(default_factory=list)  # the node's sys.argv
     env: dict[str, str] = dataclasses.field(default_factory=dict)
     launch_type: str = ""  # the LaunchType's value
+    state: StateSpec | None = None  # where its states go, when its group keeps state
 
     @property
     def name(self) -> str:
@@ -68,7 +70,8 @@ def make_spec(node: Any, program_context: Any, label: str, index: int, *,
               liveness_timeout_secs: float = 10.0,
               bind_host: str = LOOPBACK, report_path: str = "", argv: Sequence[str] = (),
               env: Mapping[str, str] | None = None,
-              stop_signals: Mapping[str, str] | None = None) -> NodeSpec:
+              stop_signals: Mapping[str, str] | None = None,
+              state: StateSpec | None = None) -> NodeSpec:
     """The spec that runs `node` as node label/index of `program_context`'s program (any
     context of that program: it gives the controller, the token and the TLS settings).
 
@@ -85,7 +88,7 @@ def make_spec(node: Any, program_context: Any, label: str, index: int, *,
         launch_type=program_context.launch_type,
         stop_signals=dict(stop_signals or {}),
         sys_path=list(sys.path),
-        argv=[sys.argv[0] if sys.argv else "", *argv], env=dict(env or {}))
+        argv=[sys.argv[0] if sys.argv else "", *argv], env=dict(env or {}), state=state)
 
 
 def make_cluster_spec(node: Any, controller: Any, settings: Any, bind_address: str | None,
@@ -102,7 +105,8 @@ def make_cluster_spec(node: Any, controller: Any, settings: Any, bind_address: s
                      heartbeat_secs=CLUSTER_HEARTBEAT_SECS,
                      liveness_timeout_secs=controller.liveness_timeout_secs,
                      bind_host=bind_address or ROUTED, argv=settings.argv(),
-                     env=settings.env, stop_signals=stop_signals)
+                     env=settings.env, stop_signals=stop_signals,
+                     state=controller.state_spec(node.label))
 
 
 def encode(spec: NodeSpec) -> bytes:

@@ -118,8 +118,11 @@ class CourierNode(python.PyClassNode):
                 # lp.CacherNode's cache) does not mean to take the server.
                 if callable(inspect.getattr_static(instance, "set_courier_server", None)):
                     instance.set_courier_server(serving_object(server, instance))
-                else:
-                    server.serve(_NoMethods() if instance is None else instance)
+                elif instance is None:
+                    server.serve(_NoMethods())
+                else:  # (its calls wait for a save of its state, if it keeps one)
+                    server.serve(instance if node.state is None
+                                 else node.state.guarded(instance))
                 run_or_wait(instance.run if self.runs_object(instance) else None, node)
             finally:
                 self._instance = None
@@ -157,8 +160,14 @@ def serving(node: context.NodeContext, address: Address | None = None,
 
 
 def run_or_wait(run: Callable[[], Any] | None, node: context.NodeContext) -> None:
-    """The node is done when `run()` returns, or, with nothing to run, when it stops."""
+    """The node is done when `run()` returns, or, with nothing to run, when it stops (its
+    last state saved, if it keeps one). A save of its state that failed fails it."""
+    state = node.state if node.state is not None and node.state.attached else None
     if run is not None:
         run()
+        if state is not None and state.failure is not None:
+            raise state.failure
+    elif state is not None:
+        state.wait()
     else:
         node.stop_event.wait()

@@ -13,6 +13,7 @@ from typing import Any
 
 from absl import logging
 
+from launchpad import context
 from launchpad.nodes import base, dereference
 
 
@@ -81,6 +82,9 @@ class PyClassNode(PyNode):
         if self._instance is None:
             args, kwargs = dereference.dereference_all((self._args, self._kwargs))
             self._instance = self._function(*args, **kwargs)
+            state = base.running_state()
+            if state is not None:  # its group keeps state
+                state.attach(self._instance, context.current())
         return self._instance
 
     def runs_object(self, instance: Any) -> bool:
@@ -94,6 +98,9 @@ class PyClassNode(PyNode):
             instance = self._construct_instance()
             if self.runs_object(instance):
                 instance.run()
+                state = base.running_state()
+                if state is not None and state.failure is not None:
+                    raise state.failure
             else:
                 logging.info("%r: its object has no run() (or disable_run() was called); "
                              "done", self)

@@ -1,0 +1,340 @@
+"""The saved states of a stateful node (lp.StatePolicy): where they are, how they are written
+and read, and when a node's object is saved.
+
+    <run's state folder>/<label>.<index>/<seq>.state     save_state()'s value, pickled
+    <run's state folder>/program.json                    the program's groups, for resume=
+
+A node's object that defines `save_state()` and `restore_state(state)` is, once built and
+before its server serves anything, given its latest state: of this run (a restarted node),
+else of the run resumed (`lp.launch(..., resume=RUN_ID)`). It is saved every `every_secs`
+and when its node stops gracefully, and the last `keep` states stay.
+
+* **Whole or not at all.** A state is written to a temporary file, flushed to disk (fsync),
+  then renamed into place: a save cut short (the node killed) leaves the previous states,
+  and a reader never meets half a state.
+* **Private.** The folders are made and checked as the run folder's are (0700, below safe
+  folders: private_files.py); a state file is read only if it is a regular file of this user
+  that no one else can write. Nothing is unpickled from a place another user could write.
+* **Never beside a handler.** A save waits for the node's courier calls under way to end,
+  and calls wait for a save (`guarded`), unless the class sets
+  `save_state_concurrently = True`.
+* **A failed save is the node's failure**, named, and the previous states are kept: its
+  node fails once it returns (a served object's node at once).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import os
+import re
+import threading
+import types
+from typing import Any
+
+import cloudpickle
+from absl import logging
+
+from launchpad import courier
+from launchpad.launch.runtime import private_files, run_records
+from launchpad.launch.runtime.errors import StateError
+from launchpad.program import Program, StatePolicy
+
+_STATE_FILE = re.compile(r"^(\d{9})\.state$")
+_STATE_FOLDER = "state"  # in a run's folder
+_PROGRAM_FILE = "program.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class RunStates:
+    """A run's stateful groups and where their states go (`prepare` makes it; the launch
+    gives it to the controller, which gives each node its `spec_for`)."""
+
+    run_id: str
+    folder: str  # this run's state folder, for the groups that name no `dir`
+    policies: dict[str, StatePolicy]
+    resumed: str | None = None  # the run resumed, if any
+    resumed_folder: str | None = None
+
+    def spec_for(self, label: str) -> StateSpec | None:
+        """What node of group `label` saves and restores (None: its group keeps no state)."""
+        policy = self.policies.get(label)
+        if policy is None:
+            return None
+        if policy.dir is None:
+            return StateSpec(self.folder, self.resumed_folder, policy.every_secs, policy.keep)
+        resumed = os.path.join(policy.dir, self.resumed) if self.resumed else None
+        return StateSpec(os.path.join(policy.dir, self.run_id), resumed, policy.every_secs,
+                         policy.keep)
+
+
+def prepare(program: Program, run_id: str, folder: str, resume: str | None = None,
+            resume_partial: bool = False) -> RunStates | None:
+    """The states of a run of `program` (None if no group keeps any): its folder made, the
+    program's groups written there (for a later resume=), and the run resumed checked.
+
+    Args:
+      program: the program launched.
+      run_id: the run's id.
+      folder: where this run's states go (its run folder's `state`).
+      resume: a run of this user whose states the nodes start from (`resume=`).
+      resume_partial: start from those states even where the programs' groups differ.
+    Raises:
+      StateError: the run resumed is not this program (its groups differ, named), or kept
+        no states; LaunchError: there is no such run.
+    """
+    policies = program.state_policies
+    if not policies:
+        if resume is not None:
+            raise StateError(f"resume={resume!r}: no group of program {program.name!r} keeps "
+                             "state (give it lp.StatePolicy: program.group(..., state=...))")
+        return None
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    private_files.check_private_dir(folder)
+    groups = _groups_of(program)
+    private_files.write_private(os.path.join(folder, _PROGRAM_FILE),
+                                json.dumps(groups, indent=1).encode())
+    resumed_folder = None
+    if resume is not None:
+        resumed_folder = os.path.join(run_records.find(resume), _STATE_FOLDER)
+        _check_resumed(program.name, groups, resume, resumed_folder, resume_partial)
+    return RunStates(run_id, folder, policies, resume, resumed_folder)
+
+
+def state_folder(run_folder: str) -> str:
+    """Where the states of the run recorded in `run_folder` are."""
+    return os.path.join(run_folder, _STATE_FOLDER)
+
+
+def _groups_of(program: Program) -> dict[str, list[str]]:
+    """Each group's node kinds, in order: what must match for a resume."""
+    return {label: [node.kind() for node in nodes] for label, nodes in program.groups.items()}
+
+
+def _check_resumed(name: str, groups: dict, resume: str, folder: str, partial: bool) -> None:
+    try:
+        private_files.check_private_dir(folder)
+        saved = json.loads(private_files.read_private(os.path.join(folder, _PROGRAM_FILE)))
+    except FileNotFoundError:
+        raise StateError(f"resume={resume!r}: that run kept no states (its program had no "
+                         "lp.StatePolicy, or it was not a run of this launcher)") from None
+    differ = sorted(label for label in set(groups) | set(saved)
+                    if groups.get(label) != saved.get(label))
+    if differ and not partial:
+        raise StateError(
+            f"resume={resume!r}: program {name!r} differs from the run's in groups "
+            f"{', '.join(differ)} (their nodes, or their kinds); pass resume_partial=True to "
+            "start the nodes that match from their states anyway")
+
+
+@dataclasses.dataclass(frozen=True)
+class StateSpec:
+    """Where one node's states go and come from, and how often (what its runner is given)."""
+
+    folder: str  # this run's state folder
+    resume_folder: str | None  # the resumed run's, read when this run has none yet
+    every_secs: float
+    keep: int
+
+
+def is_stateful(instance: Any) -> bool:
+    """Whether `instance` saves and restores a state of its own."""
+    return (callable(getattr(instance, "save_state", None))
+            and callable(getattr(instance, "restore_state", None)))
+
+
+class NodeState:
+    """One node's saved states, and what saves them (see the module doc)."""
+
+    @classmethod
+    def of(cls, spec: StateSpec | None, node_name: str) -> NodeState | None:
+        """The states of node `node_name` where `spec` says (None: it keeps none)."""
+        return None if spec is None else cls(spec, node_name)
+
+    def __init__(self, spec: StateSpec, node_name: str):
+        self._spec = spec
+        self._name = node_name
+        self._subfolder = node_name.replace("/", ".")
+        self._lock = _SaveLock()
+        self._instance: Any = None
+        self._next_seq = 0
+        self._over = threading.Event()  # the node stopped (its last save made), or a save failed
+        self.failure: BaseException | None = None  # how a save failed
+
+    @property
+    def attached(self) -> bool:
+        """Whether a stateful object is attached (and saved)."""
+        return self._instance is not None
+
+    def attach(self, instance: Any, node_context: Any) -> None:
+        """Restores `instance`'s latest state, then saves it every `every_secs` (a daemon
+        thread) and when its node (`node_context`) stops, if it is stateful; else does
+        nothing."""
+        if not is_stateful(instance):
+            return
+        self._instance = instance
+        folder = self._folder()
+        seqs = _seqs(folder)
+        self._next_seq = max(seqs, default=-1) + 1
+        latest = self._latest(folder, seqs)
+        if latest is not None:
+            instance.restore_state(latest)
+        node_context.add_stop_handler(self._last_save)
+        threading.Thread(target=self._save_every_period, args=(node_context.stop_event,),
+                         daemon=True, name=f"lp-state-{self._name}").start()
+
+    def wait(self) -> None:
+        """Blocks until the node has stopped (its last state saved) or a save failed.
+
+        Raises:
+          StateError: a save failed (named), what the node then fails with.
+        """
+        self._over.wait()
+        if self.failure is not None:
+            raise self.failure
+
+    def guarded(self, instance: Any) -> Any:
+        """What a node's server serves for `instance`: its methods, each waiting for a save
+        under way (unless it saves concurrently, or keeps no state)."""
+        if (self._instance is not instance
+                or getattr(instance, "save_state_concurrently", False)):
+            return instance
+        return _Guarded(instance, self._lock)
+
+    def _last_save(self) -> None:
+        """A graceful stop's save, after which `wait` returns."""
+        if self.failure is None:
+            self._save()
+        self._over.set()
+
+    def _save_every_period(self, stop_event: threading.Event) -> None:
+        while not stop_event.wait(self._spec.every_secs) and self.failure is None:
+            self._save()
+
+    def _save(self) -> None:
+        try:
+            with self._lock.exclusive():
+                state = self._instance.save_state()
+            data = cloudpickle.dumps(state)
+        except Exception as e:  # noqa: BLE001 - the node's failure, named
+            self.failure = StateError(f"Node {self._name} could not save its state "
+                                      f"({type(e).__name__}: {e}); its previous states are "
+                                      "kept")
+            self.failure.__cause__ = e
+            logging.error("%s", self.failure)
+            self._over.set()
+            return
+        folder = self._folder()
+        seq, self._next_seq = self._next_seq, self._next_seq + 1
+        _write_whole(os.path.join(folder, f"{seq:09d}.state"), data)
+        for old in _seqs(folder)[:-self._spec.keep]:
+            os.unlink(os.path.join(folder, f"{old:09d}.state"))
+
+    def _folder(self) -> str:
+        """This node's folder of this run, made private if new (its run's folder too)."""
+        folder = os.path.join(self._spec.folder, self._subfolder)
+        for path in (self._spec.folder, folder):
+            os.makedirs(path, mode=0o700, exist_ok=True)
+            private_files.check_private_dir(path)
+        return folder
+
+    def _latest(self, folder: str, seqs: list[int]) -> Any:
+        """The latest state of this run, else of the run resumed; None if neither has one."""
+        if not seqs and self._spec.resume_folder:
+            folder = os.path.join(self._spec.resume_folder, self._subfolder)
+            if not os.path.isdir(folder):
+                return None
+            private_files.check_private_dir(folder)
+            seqs = _seqs(folder)
+        if not seqs:
+            return None
+        path = os.path.join(folder, f"{seqs[-1]:09d}.state")
+        data = private_files.read_private(path)  # checked before anything is unpickled
+        try:
+            return cloudpickle.loads(data)
+        except Exception as e:
+            raise StateError(f"Node {self._name}: its state {path} cannot be read "
+                             f"({type(e).__name__}: {e})") from e
+
+
+def _seqs(folder: str) -> list[int]:
+    """The sequence numbers of the states in `folder`, oldest first."""
+    found = [_STATE_FILE.match(name) for name in os.listdir(folder)]
+    return sorted(int(match.group(1)) for match in found if match)
+
+
+def _write_whole(path: str, data: bytes) -> None:
+    """Writes `data` as the private file `path`, whole or not at all (see the module doc)."""
+    partial = f"{path}.partial"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
+    with open(os.open(partial, flags, 0o600), "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(partial, path)
+    directory = os.open(os.path.dirname(path), os.O_RDONLY)
+    try:
+        os.fsync(directory)  # the rename itself survives a crash of the host
+    finally:
+        os.close(directory)
+
+
+class _SaveLock:
+    """Calls share it; a save takes it alone, after the calls under way, before new ones."""
+
+    def __init__(self):
+        self._changed = threading.Condition()
+        self._calls = 0
+        self._saving = False
+
+    def shared(self) -> _Held:
+        return _Held(self, exclusive=False)
+
+    def exclusive(self) -> _Held:
+        return _Held(self, exclusive=True)
+
+    def acquire(self, exclusive: bool) -> None:
+        with self._changed:
+            self._changed.wait_for(lambda: not self._saving)
+            if exclusive:
+                self._saving = True
+                self._changed.wait_for(lambda: self._calls == 0)
+            else:
+                self._calls += 1
+
+    def release(self, exclusive: bool) -> None:
+        with self._changed:
+            if exclusive:
+                self._saving = False
+            else:
+                self._calls -= 1
+            self._changed.notify_all()
+
+
+class _Held:
+    def __init__(self, lock: _SaveLock, exclusive: bool):
+        self._lock = lock
+        self._exclusive = exclusive
+
+    def __enter__(self) -> None:
+        self._lock.acquire(self._exclusive)
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release(self._exclusive)
+
+
+class _Guarded(types.SimpleNamespace):
+    """`instance`'s public methods, each holding the save lock shared while it runs."""
+
+    def __init__(self, instance: Any, lock: _SaveLock):
+        super().__init__(**{name: _holding(getattr(instance, name), lock)
+                            for name in courier.public_methods(instance)})
+
+
+def _holding(method: Any, lock: _SaveLock) -> Any:
+    @functools.wraps(method)
+    def held(*args: Any, **kwargs: Any) -> Any:
+        with lock.shared():
+            return method(*args, **kwargs)
+    return held
