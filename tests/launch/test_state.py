@@ -1,8 +1,8 @@
-"""Stateful nodes (lp.StatePolicy, runtime/state_store.py), under the local launch types (a restart
-under slurm and ray too): a node
-restarted, or a program resumed, starts from its latest state; saves never overlap a
-handler; a save that fails is the node's failure, named; torn and foreign state files are
-never read; `resume=` refuses a program whose groups differ."""
+"""Stateful nodes (lp.StatePolicy, runtime/state_store.py) under the local launch types (a
+restart under slurm and ray too): a node restarted, or a program resumed, starts from its
+latest state; saves never overlap a handler; a save that fails is the node's failure, named;
+torn and foreign state files are never read; `resume=` refuses a program whose groups
+differ."""
 
 from __future__ import annotations
 
