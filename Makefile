@@ -138,6 +138,7 @@ bench: system-packages $(VENV)/.installed
 	$(VENV)/bin/python -m benchmarks.replicator
 	$(VENV)/bin/python -m benchmarks.telemetry_overhead
 	$(VENV)/bin/python -m benchmarks.soak_courier
+	$(VENV)/bin/python -m benchmarks.group_calls
 	$(VENV)/bin/python -m benchmarks.chaos
 	$(VENV)/bin/python -m benchmarks.launch_slurm  # as root: it starts its own Slurm
 	$(VENV)/bin/python -m benchmarks.controller_scale

@@ -1,0 +1,136 @@
+"""Benchmark: a call to a whole group, against the loops users write by hand, under local_mp.
+
+    python -m benchmarks.group_calls [--sizes 1,8,64,256] [--rounds 30]
+
+A program of N CourierNode members (a trivial `ping`) and one caller node holding
+`program.group_handle("member")`, each a process of this host. The caller measures, in its
+own process, interleaved round by round (medians of `--rounds`):
+
+* `group_call_ms`: `group.call.ping()`, every member's result;
+* `futures_loop_ms`: `[f.result() for f in [m.futures.ping() for m in members]]`;
+* `blocking_loop_ms`: `[m.ping() for m in members]`, one round trip after another;
+* `broadcast_1mib_ms` (up to 64 members): `group.broadcast.take(array)` of a 1 MiB float32
+  array, until every member has it; `broadcast_pickles`: how many times the array was
+  pickled for it (once per group call; each member's shared-memory lane still gets a copy
+  of its own).
+
+Targets (issue 29): at 64 members a group call costs at most 1.2x the futures loop and is at
+least 10x faster than the blocking loop. The last line is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+
+import numpy as np
+
+import launchpad as lp
+from launchpad.courier import serialization
+
+_ARRAY = np.zeros(262144, np.float32)  # 1 MiB
+_BROADCAST_MEMBERS = 64  # the broadcast is measured up to this many members (issue 29's)
+
+
+class Member:
+    def __init__(self):
+        self._taken = 0
+
+    def ping(self):
+        return None
+
+    def take(self, array):
+        self._taken += 1
+        return None
+
+    def taken(self):
+        return self._taken
+
+
+class Caller:
+    def __init__(self, members):
+        self._members = members
+
+    def measure(self, rounds: int) -> dict:
+        group = self._members
+        clients = [group[i] for i in range(len(group))]
+        group.call.ping()  # every connection made first
+        kinds = {"group_call_ms": lambda: group.call.ping(),
+                 "futures_loop_ms": lambda: [f.result() for f in
+                                             [c.futures.ping() for c in clients]],
+                 "blocking_loop_ms": lambda: [c.ping() for c in clients]}
+        times: dict[str, list[float]] = {kind: [] for kind in kinds}
+        for _ in range(rounds):
+            for kind, run in kinds.items():
+                started = time.perf_counter()
+                run()
+                times[kind].append((time.perf_counter() - started) * 1e3)
+        row = {kind: round(statistics.median(values), 3) for kind, values in times.items()}
+        if len(group) <= _BROADCAST_MEMBERS:
+            row.update(self._broadcast())
+        return row
+
+    def _broadcast(self) -> dict:
+        group = self._members
+        pickled = []
+        original = serialization.dumps_call_arguments
+
+        def counted(method, args, kwargs):
+            pickled.append(method)
+            return original(method, args, kwargs)
+
+        serialization.dumps_call_arguments = counted
+        try:
+            started = time.perf_counter()
+            group.broadcast.take(_ARRAY)
+            while sum(group.call.taken()) < len(group):
+                time.sleep(0.001)
+            took = (time.perf_counter() - started) * 1e3
+        finally:
+            serialization.dumps_call_arguments = original
+        return {"broadcast_1mib_ms": round(took, 2),
+                "broadcast_pickles": pickled.count("take")}
+
+
+def _run(size: int, rounds: int) -> dict:
+    program = lp.Program(f"group-calls-{size}")
+    with program.group("member"):
+        for _ in range(size):
+            program.add_node(lp.CourierNode(Member))
+    caller = program.add_node(lp.CourierNode(Caller, program.group_handle("member")),
+                              label="caller")
+    started = time.perf_counter()
+    controller = lp.launch(program, launch_type="local_mp", terminal="output_to_files")
+    try:
+        client = caller.dereference()
+        client.measure(1)  # warm: every member up and connected
+        ready_s = time.perf_counter() - started
+        row = client.measure(rounds)
+    finally:
+        controller.stop()
+        controller.wait(timeout=120)
+    row.update({"members": size, "ready_s": round(ready_s, 2),
+                "vs_futures_loop": round(row["group_call_ms"] / row["futures_loop_ms"], 3),
+                "blocking_over_group": round(row["blocking_loop_ms"] / row["group_call_ms"],
+                                             1)})
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1,8,64,256")
+    parser.add_argument("--rounds", type=int, default=30)
+    args = parser.parse_args()
+    results = []
+    for size in [int(s) for s in args.sizes.split(",")]:
+        results.append(_run(size, args.rounds))
+        print(json.dumps(results[-1]), file=sys.stderr, flush=True)
+    print(json.dumps({"benchmark": "group_calls", "launch_type": "local_mp",
+                      "rounds": args.rounds, "results": results}))
+
+
+if __name__ == "__main__":
+    main()
