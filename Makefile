@@ -139,6 +139,7 @@ bench: system-packages $(VENV)/.installed
 	$(VENV)/bin/python -m benchmarks.telemetry_overhead
 	$(VENV)/bin/python -m benchmarks.soak_courier
 	$(VENV)/bin/python -m benchmarks.group_calls
+	$(VENV)/bin/python -m benchmarks.es_resume
 	$(VENV)/bin/python -m benchmarks.chaos
 	$(VENV)/bin/python -m benchmarks.launch_slurm  # as root: it starts its own Slurm
 	$(VENV)/bin/python -m benchmarks.controller_scale
