@@ -222,3 +222,45 @@ def test_launchpad_launch_resume_gives_the_script_the_run(tmp_path):
     second = cli("launch", "--resume", run_id, "tests/launch/state_script.py", "2", env=env)
     assert second.returncode == 0, second.stderr
     assert second.stdout.split()[2:] == ["restored", "4", "count", "6"]
+
+
+class CrashingOnce:
+    """Counts to 3, waits for that state to be saved, and fails; restarted, it reports the
+    count it was given back, and stops the program."""
+
+    def __init__(self, results):
+        self._results = results
+        self._count = 0
+        self._restored = None
+        self._saved_three = threading.Event()
+
+    def run(self):
+        if self._restored is not None:
+            self._results.put(self._restored)
+            lp.stop()
+            return
+        self._count = 3
+        assert self._saved_three.wait(TIMEOUT), "no save of the count"
+        raise RuntimeError("failing once, on purpose")
+
+    def save_state(self):
+        state = self._count
+        if state == 3:
+            self._saved_three.set()
+        return state
+
+    def restore_state(self, state):
+        self._restored = state
+
+
+@pytest.mark.parametrize("launch_failing", ["slurm", "ray"], indirect=True)
+def test_a_detached_programs_node_restarts_from_its_state(launch_failing, box):
+    results = box()
+    program = lp.Program("detached-state")
+    with program.group("counter", restart=lp.RestartPolicy(1, backoff_secs=0.1),
+                       state=lp.StatePolicy(every_secs=0.1)):
+        program.add_node(lp.CourierNode(CrashingOnce, results))
+    controller = launch_failing(program, detach=True)
+    assert results.get() == 3
+    assert controller.wait(TIMEOUT)
+    assert controller.restarts() == {"counter/0": 1}

@@ -40,7 +40,7 @@ from launchpad.courier import TLS
 from launchpad.launch.ray import connection as ray_connection
 from launchpad.launch.ray import launcher as ray_launcher
 from launchpad.launch.ray.settings import RaySettings
-from launchpad.launch.runtime import errors, private_files, run_records
+from launchpad.launch.runtime import errors, private_files, run_records, state_store
 from launchpad.launch.runtime.controller import Controller
 from launchpad.launch.runtime.launcher import LaunchOptions
 from launchpad.launch.runtime.remote import RemoteController
@@ -67,9 +67,11 @@ class _Record:
 class ControllerActor:
     """The program's controller, as a detached actor (see the module doc)."""
 
-    def __init__(self, program: bytes, options: LaunchOptions):
+    def __init__(self, program: bytes, options: LaunchOptions,
+                 states: state_store.RunStates | None):
         self._program: Program = cloudpickle.loads(program)
         self._options = options
+        self._states = states
         self._outcome: tuple | None = None
         self._ended = threading.Event()
         self._released = threading.Event()
@@ -80,7 +82,8 @@ class ControllerActor:
         import ray
         gcs_host = ray.get_runtime_context().gcs_address.rsplit(":", 1)[0]
         controller = Controller(self._program, launch_type=LaunchType.RAY.value, run_id=run_id,
-                                host=address.routed_host(gcs_host), tls=self._options.tls,
+                                states=self._states, host=address.routed_host(gcs_host),
+                                tls=self._options.tls,
                                 **self._options.clocks.controller_arguments())
         ray_launcher.start_actors(self._program, controller, self._options)
         threading.Thread(target=self._follow, args=(controller,), daemon=True,
@@ -122,7 +125,9 @@ def launch(program: Program, options: LaunchOptions) -> RayRemoteController:
     run_id = os.path.basename(folder)
     kept = dataclasses.replace(options, test_case=None)  # (no test runs in the cluster)
     try:
-        record = _start_controller(program.name, run_id, settings, pickled, kept)
+        states = state_store.prepare(program, run_id, state_store.state_folder(folder),
+                                     options.resume, options.resume_partial)
+        record = _start_controller(program.name, run_id, settings, pickled, kept, states)
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)  # no run: no record of one
         raise
@@ -131,7 +136,7 @@ def launch(program: Program, options: LaunchOptions) -> RayRemoteController:
 
 
 def _start_controller(program_name: str, run_id: str, settings: RaySettings, pickled: bytes,
-                      options: LaunchOptions) -> _Record:
+                      options: LaunchOptions, states: state_store.RunStates | None) -> _Record:
     """Starts the controller's actor and, through it, the program; the run's record."""
     import ray
     gcs = ray_connection.connect(settings)
@@ -141,7 +146,7 @@ def _start_controller(program_name: str, run_id: str, settings: RaySettings, pic
             name=f"launchpad-{run_id}", namespace=NAMESPACE, lifetime="detached",
             num_cpus=0, max_concurrency=4, max_restarts=0,
             **({"runtime_env": dict(settings.runtime_env)} if settings.runtime_env else {})
-        ).remote(pickled, options)
+        ).remote(pickled, options, states)
         try:
             controller_address, token = ray.get(actor.start.remote(run_id),
                                                 timeout=_START_TIMEOUT_SECS)

@@ -70,7 +70,7 @@ class RunStates:
 
 
 def prepare(program: Program, run_id: str, folder: str, resume: str | None = None,
-            resume_partial: bool = False) -> RunStates | None:
+            resume_partial: bool = False, run_dir: str | None = None) -> RunStates | None:
     """The states of a run of `program` (None if no group keeps any): its folder made, the
     program's groups written there (for a later resume=), and the run resumed checked.
 
@@ -80,6 +80,8 @@ def prepare(program: Program, run_id: str, folder: str, resume: str | None = Non
       folder: where this run's states go (its run folder's `state`).
       resume: a run of this user whose states the nodes start from (`resume=`).
       resume_partial: start from those states even where the programs' groups differ.
+      run_dir: where the run resumed is recorded (lp.SlurmSettings(run_dir=...); default
+        ~/.launchpad, or $LAUNCHPAD_RUN_DIR).
     Raises:
       StateError: the run resumed is not this program (its groups differ, named), or kept
         no states; LaunchError: there is no such run.
@@ -97,7 +99,7 @@ def prepare(program: Program, run_id: str, folder: str, resume: str | None = Non
                                 json.dumps(groups, indent=1).encode())
     resumed_folder = None
     if resume is not None:
-        resumed_folder = os.path.join(run_records.find(resume), _STATE_FOLDER)
+        resumed_folder = os.path.join(run_records.find(resume, run_dir), _STATE_FOLDER)
         _check_resumed(program.name, groups, resume, resumed_folder, resume_partial)
     return RunStates(run_id, folder, policies, resume, resumed_folder)
 

@@ -34,7 +34,13 @@ import cloudpickle
 from launchpad import address, control, telemetry
 from launchpad.context import LaunchType
 from launchpad.courier import TLS
-from launchpad.launch.runtime import errors, private_files, run_records, terminals
+from launchpad.launch.runtime import (
+    errors,
+    private_files,
+    run_records,
+    state_store,
+    terminals,
+)
 from launchpad.launch.runtime.controller import Controller
 from launchpad.launch.runtime.launcher import LaunchOptions
 from launchpad.launch.runtime.remote import RemoteController
@@ -54,6 +60,7 @@ class _LaunchSpec:
     program: bytes  # cloudpickle of the Program
     options: LaunchOptions
     placement: slurm_placement.Placement  # computed at launch, against the cluster then
+    states: state_store.RunStates | None  # made at launch, in the run folder
 
 
 def launch(program: Program, options: LaunchOptions) -> SlurmRemoteController:
@@ -61,6 +68,9 @@ def launch(program: Program, options: LaunchOptions) -> SlurmRemoteController:
     settings = options.settings or slurm.SlurmSettings()
     placement = slurm.placement_of(program, options.resources, settings)
     run_dir = run_records.make(program.name, settings.run_dir)
+    states = state_store.prepare(program, os.path.basename(run_dir),
+                                 state_store.state_folder(run_dir), options.resume,
+                                 options.resume_partial, settings.run_dir)
     try:
         pickled = cloudpickle.dumps(program)
     except Exception as e:
@@ -68,7 +78,8 @@ def launch(program: Program, options: LaunchOptions) -> SlurmRemoteController:
                          f"in the job ({type(e).__name__}: {e})") from e
     path = os.path.join(run_dir, "launch.spec")
     kept = dataclasses.replace(options, test_case=None)  # (no test runs in the job)
-    private_files.write_private(path, pickle.dumps(_LaunchSpec(pickled, kept, placement)))
+    private_files.write_private(path, pickle.dumps(_LaunchSpec(pickled, kept, placement,
+                                                               states)))
     job = slurm_job.SlurmJob.submit(
         placement, slurm.sbatch_argv(placement, settings, run_dir,
                                      [sys.executable, "-m", "launchpad.launch", "--control",
@@ -135,7 +146,8 @@ def run_controller(path: str) -> int:
                                                 keep_logs=True), run_dir)
     controller = Controller(
         program, launch_type=LaunchType.SLURM.value, run_id=os.path.basename(run_dir),
-        output=output, host=address.routed_host(slurm.slurmctld_address()), tls=options.tls,
+        output=output, states=launch_spec.states,
+        host=address.routed_host(slurm.slurmctld_address()), tls=options.tls,
         **options.clocks.controller_arguments())
     # This job: it ends when this batch step does, so the program's end need not cancel it.
     job = slurm_job.SlurmJob(os.environ["SLURM_JOB_ID"], launch_spec.placement, running=True,
