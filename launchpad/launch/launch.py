@@ -62,68 +62,10 @@ def launch(programs: Program | Sequence[Program],
     """Launches a program (or several) and returns its controller (or a list of them, which
     also waits for and stops them all: Controllers).
 
-    Args:
-      programs: the program, or a list of programs, to launch.
-      launch_type: a LaunchType or its value; None reads --lp_launch_type (default local_mt).
-        Launchpad's local_docker and vertex_ai (XManager's) are refused, naming the launch
-        type that runs such a program here.
-      xm_resources: Launchpad's XManager resources (group -> lp.DockerConfig); local launch
-        types accept and ignore them, so code written for Launchpad runs unchanged.
-      local_resources: per-group settings for process launchers: group label ->
-        lp.PythonProcess(args=, env=, interpreter=); thread launchers only check the labels.
-      test_case: for test_* launch types, the unittest.TestCase (or pytest `request`) whose
-        cleanup stops the program; a node failure then fails the test. test_mt may go
-        without one, as in Launchpad: the program then runs until it is stopped, or until
-        the interpreter exits, which stops it.
-      terminal: where process launchers send node output: 'current_terminal' (default),
-        'output_to_files' or 'tmux_session' (or $LAUNCHPAD_LAUNCH_LOCAL_TERMINAL); thread
-        launchers share the launching process's own output.
-      serialize_py_nodes: pickle and unpickle each node before it runs in a thread, to catch
-        unpicklable nodes early (default: True for test_mt, False for local_mt).
-      controller_xm_requirements: Launchpad's XManager requirements of its controller job;
-        accepted and ignored, as xm_resources are.
-      termination_notice_secs: seconds nodes get to finish after a stop (default 10, or
-        --lp_termination_notice_secs).
-      resources: per-group needs for cluster launch types: group label -> lp.Resources
-        (default one CPU per node); local launch types check the labels only.
-      slurm: lp.SlurmSettings for launch_type="slurm" (partition, account, time limit, ...).
-      ray: lp.RaySettings for launch_type="ray" (the cluster to join, runtime_env,
-        placement of groups).
-      kubernetes: lp.KubernetesSettings for launch_type="kubernetes" (the image, required;
-        namespace, service account, ...). Kubernetes launches are always detached: the
-        controller runs in the cluster.
-      tls: run every courier server and client of the program over TLS with mutual
-        authentication: an lp.TLS, or True for certificates made for this launch (needs
-        the `cryptography` package); the token stays required either way.
-      liveness_timeout_secs: a node process whose heartbeats stop this long (its host lost,
-        its process frozen) fails, or is restarted by its group's policy (default 10).
-      startup_timeout_secs: a node whose process (Ray: actor) was made this long ago and
-        has not yet reported that it started - its interpreter or an import at start-up
-        hangs, the resources it needs never become free - fails, named, or is restarted by
-        its group's policy (default 600; a Slurm job's wait in the queue does not count).
-        Under kubernetes: lp.KubernetesSettings(startup_timeout_secs=...).
-      detach: put the controller inside the cluster (under slurm: the job's batch step;
-        under ray: a detached actor) and return at once a controller whose `run_id`
-        `lp.attach(run_id)` reconnects to later; the program outlives the launching process.
-        Local launch types refuse it.
-      status: local launch types: a live table of the nodes in the launching terminal
-        (None: --lp_status); off when the output is not a terminal (live_status.py).
-      dashboard_port: serve the program's web dashboard (its graph, nodes, failures, logs,
-        RPC metrics) and Prometheus' /metrics on this port of 127.0.0.1, from the launching
-        process, until the program stops; the URL to open, with the token every request
-        needs, is printed and kept as `controller.dashboard_url` (needs the `dashboard`
-        extra). None reads --lp_dashboard_port; 0: no dashboard.
-      dry_run: check everything, print what would be started - under slurm each node's
-        host slot and the sbatch request - and start nothing (dry_run.py); lp.launch then
-        returns a DryRun, whose waits return at once. None reads --lp_dry_run.
-      resume: the run id of an earlier run of this program: every node of a group that
-        keeps state (lp.StatePolicy) starts from its latest state of that run (None reads
-        --lp_resume). A program whose groups differ from that run's is refused, naming them.
-      resume_partial: resume even where the groups differ (the nodes that match start from
-        their states).
-
     When the launching script returns while a local_mt or local_mp program still runs, the
     interpreter's exit waits for the program to stop, as in Launchpad (see at_exit.py).
+    Each argument is documented once, with the check it gets, in options.py (the Args below
+    are made from it).
 
     Raises:
       ValueError, TypeError: bad programs or options, named in the message.
@@ -227,3 +169,6 @@ def _record(folder: str, controller: Controller) -> None:
     except (OSError, LaunchError) as e:
         logging.warning("launchpad: run of %s not recorded (launchpad ls will not list it): "
                         "%s", controller.program_name, e)
+
+
+launch.__doc__ = launch_options.document(launch)

@@ -6,14 +6,17 @@ and the launch type is an `Option` here: the types it takes, what else its value
 and the --lp_* flag that gives it when it is not passed (launchpad/flags.py). `resolve`
 checks what was given against the schema and against the launcher (the terminals it has,
 the fields of lp.PythonProcess it honours, whether it detaches), and returns the
-`LaunchOptions` every launcher reads. Nothing is started before it returns.
+`LaunchOptions` every launcher reads. Nothing is started before it returns. Each option
+is documented here, once: `document` makes `lp.launch`'s Args from it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import numbers
 import sys
+import textwrap
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -48,6 +51,7 @@ class Option:
       noun: what an error calls it (default: its keyword).
       error: the error a bad value raises (default: TypeError for a wrong type, ValueError
         for a wrong value).
+      doc: what it does, for `lp.launch`'s docstring.
     """
 
     types: tuple[type, ...]
@@ -56,6 +60,7 @@ class Option:
     flag: str | None = None
     noun: str | None = None
     error: type[Exception] | None = None
+    doc: str = ""
 
     def value(self, name: str, given: Any) -> Any:
         """The checked value of keyword `name`: `given`, else the flag's."""
@@ -83,30 +88,121 @@ def _port(value: int) -> bool:
 
 _NUMBER = (numbers.Real,)
 OPTIONS: dict[str, Option] = {
-    "local_resources": Option((Mapping,), "a dict: group label -> lp.PythonProcess"),
-    "terminal": Option((str,), "one of " + ", ".join(terminals.TERMINALS)),
-    "serialize_py_nodes": Option((bool,), "True or False"),
-    "termination_notice_secs": Option(_NUMBER, "a number of seconds (< 0: never end nodes)",
-                                      flag="lp_termination_notice_secs"),
-    "resources": Option((Mapping,), "a dict: group label -> lp.Resources"),
-    "slurm": Option((SlurmSettings,), "an lp.SlurmSettings"),
-    "ray": Option((RaySettings,), "an lp.RaySettings"),
-    "kubernetes": Option((KubernetesSettings,), "an lp.KubernetesSettings"),
-    "tls": Option((TLS, bool), "an lp.TLS, True (made for this launch) or None"),
-    "liveness_timeout_secs": Option(_NUMBER, "a number > 0", check=_positive),
-    "startup_timeout_secs": Option(_NUMBER, "a number > 0", check=_positive),
-    "detach": Option((bool,), "True or False"),
-    "status": Option((bool,), "True or False", flag="lp_status"),
-    "dashboard_port": Option((int,), "an int in 1..65535 (0 or None: no dashboard)",
-                             check=_port, flag="lp_dashboard_port",
-                             noun="a dashboard port", error=ValueError),
-    "dry_run": Option((bool,), "True or False", flag="lp_dry_run"),
-    "resume": Option((str,), "the id of an earlier run of this user", flag="lp_resume"),
-    "resume_partial": Option((bool,), "True or False"),
+    "local_resources": Option(
+        (Mapping,), "a dict: group label -> lp.PythonProcess",
+        doc="per-group settings for process launchers: group label -> "
+            "lp.PythonProcess(args=, env=, interpreter=); thread launchers only check the "
+            "labels."),
+    "terminal": Option(
+        (str,), "one of " + ", ".join(terminals.TERMINALS),
+        doc="where process launchers send node output: 'current_terminal' (default), "
+            "'output_to_files' or 'tmux_session' (or $LAUNCHPAD_LAUNCH_LOCAL_TERMINAL); thread "
+            "launchers share the launching process's own output."),
+    "serialize_py_nodes": Option(
+        (bool,), "True or False",
+        doc="pickle and unpickle each node before it runs in a thread, to catch unpicklable "
+            "nodes early (default: True for test_mt, False for local_mt)."),
+    "termination_notice_secs": Option(
+        _NUMBER, "a number of seconds (< 0: never end nodes)", flag="lp_termination_notice_secs",
+        doc="seconds nodes get to finish after a stop (default 10, or "
+            "--lp_termination_notice_secs; < 0: they are never ended)."),
+    "resources": Option(
+        (Mapping,), "a dict: group label -> lp.Resources",
+        doc="per-group needs for cluster launch types: group label -> lp.Resources (default "
+            "one CPU per node); local launch types check the labels only."),
+    "slurm": Option(
+        (SlurmSettings,), "an lp.SlurmSettings",
+        doc='lp.SlurmSettings for launch_type="slurm" (partition, account, time limit, ...).'),
+    "ray": Option(
+        (RaySettings,), "an lp.RaySettings",
+        doc='lp.RaySettings for launch_type="ray" (the cluster to join, runtime_env, '
+            "placement of groups)."),
+    "kubernetes": Option(
+        (KubernetesSettings,), "an lp.KubernetesSettings",
+        doc='lp.KubernetesSettings for launch_type="kubernetes" (the image, required; '
+            "namespace, service account, ...). Kubernetes launches are always detached: the "
+            "controller runs in the cluster."),
+    "tls": Option(
+        (TLS, bool), "an lp.TLS, True (made for this launch) or None",
+        doc="run every courier server and client of the program over TLS with mutual "
+            "authentication: an lp.TLS, or True for certificates made for this launch (needs "
+            "the `cryptography` package); the token stays required either way."),
+    "liveness_timeout_secs": Option(
+        _NUMBER, "a number > 0", check=_positive,
+        doc="a node process whose heartbeats stop this long (its host lost, its process "
+            "frozen) fails, or is restarted by its group's policy (default 10)."),
+    "startup_timeout_secs": Option(
+        _NUMBER, "a number > 0", check=_positive,
+        doc="a node whose process (Ray: actor) was made this long ago and has not yet "
+            "reported that it started (its interpreter or an import hangs, the resources it "
+            "needs never become free) fails, named, or is restarted by its group's policy "
+            "(default 600; a Slurm job's wait in the queue does not count). Under "
+            "kubernetes: lp.KubernetesSettings(startup_timeout_secs=...)."),
+    "detach": Option(
+        (bool,), "True or False",
+        doc="put the controller inside the cluster (under slurm: the job's batch step; under "
+            "ray: a detached actor) and return at once a controller whose `run_id` "
+            "`lp.attach(run_id)` reconnects to later; the program outlives the launching "
+            "process. Local launch types refuse it."),
+    "status": Option(
+        (bool,), "True or False", flag="lp_status",
+        doc="local launch types: a live table of the nodes in the launching terminal (None: "
+            "--lp_status); off when the output is not a terminal."),
+    "dashboard_port": Option(
+        (int,), "an int in 1..65535 (0 or None: no dashboard)", check=_port,
+        flag="lp_dashboard_port", noun="a dashboard port", error=ValueError,
+        doc="serve the program's web dashboard (its graph, nodes, failures, logs, RPC "
+            "metrics) and Prometheus' /metrics on this port of 127.0.0.1, from the launching "
+            "process, until the program stops; the URL, with the token every request needs, "
+            "is printed and kept as `controller.dashboard_url` (the `dashboard` extra). None "
+            "reads --lp_dashboard_port; 0: no dashboard."),
+    "dry_run": Option(
+        (bool,), "True or False", flag="lp_dry_run",
+        doc="check everything, print what would be started (under slurm each node's host "
+            "slot and the sbatch request) and start nothing; lp.launch then returns a DryRun, "
+            "whose waits return at once. None reads --lp_dry_run."),
+    "resume": Option(
+        (str,), "the id of an earlier run of this user", flag="lp_resume",
+        doc="the run id of an earlier run of this program: every node of a group that keeps "
+            "state (lp.StatePolicy) starts from its latest state of that run (None reads "
+            "--lp_resume). A program whose groups differ from that run's is refused, naming "
+            "them."),
+    "resume_partial": Option(
+        (bool,), "True or False",
+        doc="resume even where the groups differ (the nodes that match start from their "
+            "states)."),
+}
+# The arguments of lp.launch that are no option of a launch.
+_ARGUMENTS = {
+    "programs": "the program, or a list of programs, to launch.",
+    "launch_type": "a LaunchType or its value; None reads --lp_launch_type (default "
+                   "local_mt). Launchpad's local_docker and vertex_ai (XManager's) are "
+                   "refused, naming the launch type that runs such a program here.",
+    "xm_resources": "Launchpad's XManager resources (group -> lp.DockerConfig); accepted and "
+                    "ignored, so code written for Launchpad runs unchanged.",
+    "controller_xm_requirements": "Launchpad's XManager requirements of its controller job; "
+                                  "accepted and ignored, as xm_resources are.",
+    "test_case": "for test_* launch types, the unittest.TestCase (or pytest `request`) whose "
+                 "cleanup stops the program; a node failure then fails the test. test_mt may "
+                 "go without one, as in Launchpad: the program then runs until it is stopped, "
+                 "or until the interpreter exits, which stops it.",
 }
 _SETTINGS = {"slurm", "ray", "kubernetes"}  # each launcher reads its own (settings_keyword)
 _XM_OPTIONS = ("xm_resources", "controller_xm_requirements")
 _xm_noted = False
+
+
+def document(function: Callable[..., Any]) -> str | None:
+    """`function`'s docstring with an Args section before its Raises: each of its
+    parameters, as the schema documents it (None under `python -OO`, which drops it)."""
+    if function.__doc__ is None:
+        return None
+    lines = ["    Args:"]
+    for name in inspect.signature(function).parameters:
+        text = OPTIONS[name].doc if name in OPTIONS else _ARGUMENTS[name]
+        lines += textwrap.wrap(f"{name}: {text}", 92, initial_indent="      ",
+                               subsequent_indent="        ")
+    return function.__doc__.replace("    Raises:", "\n".join(lines) + "\n\n    Raises:")
 
 
 def resolve(launcher: Launcher, programs: int, **given: Any) -> LaunchOptions:

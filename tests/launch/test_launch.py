@@ -545,3 +545,10 @@ def test_calls_take_the_fastest_transport_and_a_handle_may_force_grpc(launch, re
         fastest = "grpc"
     if fastest is not None:  # (on a cluster, it depends on where the node was placed)
         assert fast_client.transport == fastest
+
+
+def test_every_argument_of_launch_is_documented_once_by_the_options_schema():
+    import inspect
+    for name in inspect.signature(lp.launch).parameters:
+        assert lp.launch.__doc__.count(f"\n      {name}: ") == 1, name
+    assert lp.launch.__doc__.index("    Args:") < lp.launch.__doc__.index("    Raises:")
