@@ -9,10 +9,11 @@ from __future__ import annotations
 import os
 import threading
 
+import cloudpickle
 import pytest
 
 import launchpad as lp
-from launchpad.launch.runtime import errors, state_store
+from launchpad.launch.runtime import errors, private_files, state_store
 from tests.cli.helpers import cli
 from tests.launch.helpers import TIMEOUT
 from tests.processes import ROOT
@@ -85,6 +86,15 @@ def _saved(controller, node="counter.0") -> list[str]:
     return sorted(name for name in os.listdir(folder) if name.endswith(".state"))
 
 
+def _latest_count(controller, node="counter.0"):
+    """The count in the node's newest state file (None: none yet)."""
+    saved = _saved(controller, node)
+    if not saved:
+        return None
+    path = os.path.join(controller.states.folder, node, saved[-1])
+    return cloudpickle.loads(private_files.read_private(path))["count"]
+
+
 def _until(condition, what: str) -> None:
     deadline = threading.Event()
     for _ in range(int(TIMEOUT / 0.05)):
@@ -101,7 +111,8 @@ def test_a_restarted_node_starts_from_its_latest_state(launch_failing):
     client = handle.dereference()
     for _ in range(5):
         client.add()
-    _until(lambda: len(_saved(controller)) == 2, "two states kept")  # keep=2, saves go on
+    _until(lambda: _latest_count(controller) == 5, "the count of 5 saved")
+    assert len(_saved(controller)) <= 2  # keep=2
     client.fail()
     assert controller.wait_for_restarts("counter/0", 1, TIMEOUT)
     _until(lambda: _reached(handle), "the restarted node answered")
@@ -175,7 +186,6 @@ def test_torn_and_foreign_state_files_are_never_read(tmp_path):
     folder = tmp_path / "state" / "counter.0"
     folder.mkdir(parents=True, mode=0o700)
     os.chmod(tmp_path / "state", 0o700)
-    import cloudpickle
     (folder / "000000001.state").write_bytes(cloudpickle.dumps({"count": 1}))
     (folder / "000000002.state.partial").write_bytes(b"half a pick")  # a save cut short
     for path in folder.iterdir():
@@ -232,6 +242,7 @@ class CrashingOnce:
         self._results = results
         self._count = 0
         self._restored = None
+        self._saves_of_three = 0
         self._saved_three = threading.Event()
 
     def run(self):
@@ -244,10 +255,12 @@ class CrashingOnce:
         raise RuntimeError("failing once, on purpose")
 
     def save_state(self):
-        state = self._count
-        if state == 3:
+        # Saves are made one after another: a second save of the count means the first is
+        # written.
+        self._saves_of_three += self._count == 3
+        if self._saves_of_three == 2:
             self._saved_three.set()
-        return state
+        return self._count
 
     def restore_state(self, state):
         self._restored = state

@@ -27,6 +27,7 @@ import base64
 import dataclasses
 import hashlib
 import math
+import os
 import pickle
 import re
 import secrets
@@ -39,13 +40,14 @@ from launchpad.context import LaunchType
 from launchpad.courier import TLS
 from launchpad.launch.kubernetes import pod as kubernetes_pod
 from launchpad.launch.kubernetes.settings import KubernetesSettings
-from launchpad.launch.runtime import ending, spec
+from launchpad.launch.runtime import ending, spec, state_store
 from launchpad.launch.runtime import resources as resources_lib
 from launchpad.launch.runtime.resources import Resources
 from launchpad.program import Program
 
 SECRET_MOUNT = "/var/run/launchpad/secret"
 SPECS_MOUNT = "/var/run/launchpad/specs"
+STATE_MOUNT = "/var/run/launchpad/state"  # the state volume, in the pods of stateful groups
 PROGRAM_LABEL = "launchpad.dev/program"
 LAUNCH_LABEL = "launchpad.dev/launch"
 ROLE_LABEL = "launchpad.dev/role"  # "controller" or "node"
@@ -163,12 +165,13 @@ def build(program: Program, resources: Mapping[str, Resources] | None,
     specs, services, jobs = {}, [builder.service(controller, "controller")], []
     for node in program.get_all_nodes():
         name = _name(launch_id, f"{_dns(node.label)}-{node.index}")
+        state = _state_spec(program, node.label, settings, launch_id)
         node_spec = spec.make_spec(
             node, context, node.label, node.index,
             termination_notice_secs=termination_notice_secs,
             heartbeat_secs=spec.CLUSTER_HEARTBEAT_SECS,
             liveness_timeout_secs=liveness_timeout_secs, bind_host="0.0.0.0",
-            stop_signals=STOP_SIGNALS)
+            stop_signals=STOP_SIGNALS, state=state)
         node_spec = dataclasses.replace(node_spec, sys_path=[], argv=[program.name],
                                         controller_wait_secs=settings.startup_timeout_secs)
         specs[f"{name}.spec"] = kubernetes_pod.seal(spec.encode(node_spec), token)
@@ -177,7 +180,7 @@ def build(program: Program, resources: Mapping[str, Resources] | None,
         jobs.append(builder.job(
             name, "node", node.name, ["--pod-spec", f"{SPECS_MOUNT}/{name}.spec"],
             needs.get(node.label), backoff_limit=policy.max_restarts if policy else 0,
-            grace=termination_notice_secs))
+            grace=termination_notice_secs, keeps_state=state is not None))
     specs[CONTROLLER_SPEC] = kubernetes_pod.seal(pickle.dumps(LaunchSpec(
         _pickled(program), termination_notice_secs, liveness_timeout_secs,
         settings.startup_timeout_secs, settings.controller_port, host)), token)
@@ -243,8 +246,9 @@ class _Builder:
 
     def job(self, name: str, role: str, own_name: str, arguments: list[str],
             needs: Resources | None, *, backoff_limit: int, grace: float,
-            port: int | None = None) -> dict[str, Any]:
-        """A Job of one pod running `python -m launchpad.launch ARGUMENTS`."""
+            port: int | None = None, keeps_state: bool = False) -> dict[str, Any]:
+        """A Job of one pod running `python -m launchpad.launch ARGUMENTS` (which mounts the
+        state volume, if `keeps_state`)."""
         settings = self._settings
         spec_file = arguments[-1].rsplit("/", 1)[1]
         container: dict[str, Any] = {
@@ -273,6 +277,11 @@ class _Builder:
                 {"name": "launchpad-specs",
                  "configMap": {"name": self._config, "defaultMode": 0o400,
                                "items": [{"key": spec_file, "path": spec_file}]}}]}
+        if keeps_state:
+            container["volumeMounts"].append({"name": "launchpad-state",
+                                              "mountPath": STATE_MOUNT})
+            pod["volumes"].append({"name": "launchpad-state", "persistentVolumeClaim": {
+                "claimName": settings.state_volume}})
         if settings.service_account:
             pod["serviceAccountName"] = settings.service_account
         else:
@@ -289,6 +298,25 @@ class _Builder:
         return {"apiVersion": "batch/v1", "kind": "Job",
                 "metadata": self._metadata(name, role, name, own_name),
                 "spec": {"backoffLimit": backoff_limit, "template": template}}
+
+
+def _state_spec(program: Program, label: str, settings: KubernetesSettings,
+                launch_id: str) -> state_store.StateSpec | None:
+    """Where the pods of group `label` keep their states: the state volume (None: the group
+    keeps none).
+
+    Raises:
+      ValueError: the group keeps state, and the settings name no state volume.
+    """
+    policy = program.state_policies.get(label)
+    if policy is None:
+        return None
+    if settings.state_volume is None:
+        raise ValueError(f"Group {label!r} keeps state (lp.StatePolicy): give "
+                         "lp.KubernetesSettings(state_volume=CLAIM), a PersistentVolumeClaim "
+                         "its pods mount for their states")
+    folder = os.path.join(policy.dir or STATE_MOUNT, launch_id)
+    return state_store.StateSpec(folder, None, policy.every_secs, policy.keep)
 
 
 def controller_name(launch_id: str) -> str:

@@ -41,6 +41,9 @@ class KubernetesSettings:
       startup_timeout_secs: how long a pod may take to start (scheduling, pulling the image)
         before its node counts as failed; a node started before its controller waits as long.
       controller_resources: what the controller's pod requests (default one CPU).
+      state_volume: a PersistentVolumeClaim the pods of groups that keep state
+        (lp.StatePolicy) mount, read-write, for their states: a re-run pod starts from its
+        latest. Needed when a group keeps state.
     """
 
     image: str | None = None
@@ -57,6 +60,7 @@ class KubernetesSettings:
     controller_port: int = 7070
     startup_timeout_secs: float = 600.0
     controller_resources: Resources = dataclasses.field(default_factory=Resources)
+    state_volume: str | None = None
 
     def __post_init__(self):
         if self.image is not None and (not isinstance(self.image, str) or not self.image):
@@ -97,6 +101,10 @@ class KubernetesSettings:
         if not isinstance(self.controller_resources, Resources):
             raise TypeError(f"KubernetesSettings.controller_resources must be an "
                             f"lp.Resources, got {self.controller_resources!r}")
+        if self.state_volume is not None and not (
+                isinstance(self.state_volume, str) and _DNS_LABEL.match(self.state_volume)):
+            raise ValueError(f"KubernetesSettings.state_volume must name a "
+                             f"PersistentVolumeClaim, got {self.state_volume!r}")
         if not isinstance(self.python, str) or not self.python:
             raise ValueError(f"KubernetesSettings.python must be a command, got "
                              f"{self.python!r}")

@@ -10,7 +10,9 @@ the objects `lp.kubernetes_manifests` returns, as faithfully as processes allow:
 - its volumes are made as the kubelet makes them (each key a file of the volume's
   defaultMode, reached through `<key> -> ..data/<key>`, `..data -> ..<timestamp>`) and
   bind-mounted read-only at the container's mountPaths, in a mount namespace of its own
-  (`unshare --mount`), over a tmpfs so nothing is left on this machine's filesystem;
+  (`unshare --mount`), over a tmpfs so nothing is left on this machine's filesystem; a
+  PersistentVolumeClaim is a folder of the harness's, the same for every pod and every run of
+  it, mounted read-write;
 - every Service's DNS name (`<name>.<namespace>.svc`) resolves, in every pod's hosts file, to
   the host of the pod it selects, as the cluster's DNS resolves a headless Service;
 - a pod that fails is run again while its Job's backoffLimit allows, as the Job controller
@@ -212,13 +214,15 @@ class LocalCluster:
         pod_dir = os.path.join(self._folder, f"{record.name}-{attempt}")
         volumes = {v["name"]: self._make_volume(v, os.path.join(pod_dir, v["name"]))
                    for v in pod["volumes"]}
-        mounts = [(volumes[m["name"]], m["mountPath"]) for m in container["volumeMounts"]]
-        parent = os.path.commonpath([path for _, path in mounts])
+        mounts = [(volumes[m["name"]], m["mountPath"], m.get("readOnly", False))
+                  for m in container["volumeMounts"]]
+        parent = os.path.commonpath([path for _, path, _ in mounts])
         script = [f"mount -t tmpfs tmpfs {shlex.quote(parent)}"]
-        for source, path in mounts:
+        for source, path, read_only in mounts:
             script += [f"mkdir -p {shlex.quote(path)}",
-                       f"mount --bind {shlex.quote(source)} {shlex.quote(path)}",
-                       f"mount -o remount,bind,ro {shlex.quote(path)}"]
+                       f"mount --bind {shlex.quote(source)} {shlex.quote(path)}"]
+            if read_only:
+                script.append(f"mount -o remount,bind,ro {shlex.quote(path)}")
         argv = self._network.exec_argv(record.host, [
             "unshare", "--mount", "sh", "-ec", " && ".join(script) + ' && exec "$@"', "pod",
             *container["command"], *container.get("args", [])])
@@ -238,7 +242,13 @@ class LocalCluster:
             return PodRun(returncode, log.read())
 
     def _make_volume(self, volume: dict[str, Any], folder: str) -> str:
-        """The files of a pod's Secret or ConfigMap volume; the folder to mount."""
+        """The files of a pod's Secret or ConfigMap volume, or a claim's folder (the same
+        for every pod); the folder to mount."""
+        if "persistentVolumeClaim" in volume:
+            claim = os.path.join(self._folder, "claims",
+                                 volume["persistentVolumeClaim"]["claimName"])
+            os.makedirs(claim, mode=0o700, exist_ok=True)
+            return claim
         if "secret" in volume:
             source = volume["secret"]
             (obj,) = [s for s in objects_of(self._objects, "Secret")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import threading
 
 import launchpad as lp
 
@@ -66,6 +67,46 @@ def adder_and_flaky(marker: str) -> lp.Program:
     adder = program.add_node(lp.CourierNode(Adder), label="adder")
     with program.group("flaky", restart=lp.RestartPolicy(max_restarts=1, backoff_secs=0.0)):
         program.add_node(lp.PyNode(fail_first_time, marker, adder))
+    return program
+
+
+class CountsThenFails:
+    """Counts to 3, waits for that state to be saved, and fails; run again (its pod re-run
+    by its Job), it prints the count it was given back and stops the program."""
+
+    def __init__(self):
+        self._count = 0
+        self._restored = None
+        self._saves_of_three = 0
+        self._saved = threading.Event()
+
+    def run(self) -> None:
+        if self._restored is not None:
+            print(f"restored {self._restored}", flush=True)
+            lp.stop()
+            return
+        self._count = 3
+        if not self._saved.wait(30):
+            raise RuntimeError("the count was never saved")
+        raise RuntimeError("failing after the save")
+
+    def save_state(self):
+        # Saves are made one after another: a second save of the count means the first is
+        # written.
+        self._saves_of_three += self._count == 3
+        if self._saves_of_three == 2:
+            self._saved.set()
+        return self._count
+
+    def restore_state(self, state) -> None:
+        self._restored = state
+
+
+def stateful() -> lp.Program:
+    program = lp.Program("stateful")
+    with program.group("counter", restart=lp.RestartPolicy(max_restarts=1, backoff_secs=0.0),
+                       state=lp.StatePolicy(every_secs=0.1)):
+        program.add_node(lp.CourierNode(CountsThenFails))
     return program
 
 

@@ -125,6 +125,23 @@ def _job(objects: list[dict], node: str) -> dict:
     return job
 
 
+def test_a_stateful_groups_pods_mount_the_state_volume_and_the_others_do_not():
+    program = programs.stateful()
+    program.add_node(lp.CourierNode(programs.Adder), label="adder")
+    objects = kubernetes_manifests.kubernetes_manifests(
+        program, settings=KubernetesSettings(image="x", namespace="lp-test",
+                                             state_volume="lp-state"))
+    for obj in objects:
+        kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+    stateful = _job(objects, "counter/0")["spec"]["template"]["spec"]
+    assert {"name": "launchpad-state", "persistentVolumeClaim": {"claimName": "lp-state"}} in (
+        stateful["volumes"])
+    assert {"name": "launchpad-state", "mountPath": kubernetes_manifests.STATE_MOUNT} in (
+        stateful["containers"][0]["volumeMounts"])
+    plain = _job(objects, "adder/0")["spec"]["template"]["spec"]
+    assert all(v["name"] != "launchpad-state" for v in plain["volumes"])
+
+
 def test_resources_become_requests_and_limits_and_groups_without_ask_nothing():
     gpu = lp.Resources(cpus=4, gpus=2, memory_mb=2048, extra={"example.com/fpga": 1})
     objects = lp_manifests(programs.adder_and_client(), {"adder": gpu})
@@ -239,9 +256,13 @@ def test_long_names_stay_valid_and_distinct():
     (lambda: lp_manifests(programs.adder_and_client(), settings=KubernetesSettings(
         image="x", env={"LAUNCHPAD_SECRET_DIR": "/x"})), ValueError, "LAUNCHPAD_SECRET_DIR"),
     (lambda: lp_manifests(lp.Program("empty")), ValueError, "a Program with nodes"),
+    (lambda: lp_manifests(programs.stateful()), ValueError,
+     "Group 'counter' keeps state (lp.StatePolicy): give lp.KubernetesSettings(state_volume="),
+    (lambda: KubernetesSettings(image="x", state_volume="Not A Claim"), ValueError,
+     "state_volume must name a PersistentVolumeClaim"),
 ], ids=["no-settings", "settings-type", "no-image", "unknown-group", "not-resources",
         "extra-name", "namespace", "reserved-label", "tolerations-string", "port",
-        "pull-policy", "secret-dir-env", "no-nodes"])
+        "pull-policy", "secret-dir-env", "no-nodes", "state-without-volume", "volume-name"])
 def test_bad_input_is_refused_and_named(call, error, words):
     with pytest.raises(error) as raised:
         call()

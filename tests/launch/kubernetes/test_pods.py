@@ -90,6 +90,20 @@ def test_a_node_with_a_restart_left_is_run_again_by_its_job_and_the_program_ends
     assert outcome["restarts"] == {"flaky/0": 1}
 
 
+def test_a_stateful_nodes_pod_run_again_restores_its_state_from_the_volume(tmp_path):
+    objects = kubernetes_manifests.kubernetes_manifests(
+        programs.stateful(), termination_notice_secs=2,
+        settings=KubernetesSettings(image="launchpad:test", namespace="lp-test",
+                                    state_volume="lp-state"))
+    with pods.LocalCluster(objects, str(tmp_path)) as cluster:
+        cluster.run(TIMEOUT)
+        controller, nodes = _by_role(cluster)
+    report = cluster.logs()
+    assert [run.returncode for run in nodes["counter/0"].runs] == [1, 0], report
+    assert "restored 3" in nodes["counter/0"].log, report
+    assert _outcome(controller)["restarts"] == {"counter/0": 1}
+
+
 def test_deleting_a_pod_stops_the_program_gracefully(tmp_path):
     """SIGTERM is how Kubernetes deletes a pod (stop(), or an eviction): the program stops,
     saying why, and no node fails."""
