@@ -22,6 +22,7 @@ the job id, the controller's address and token, and in the end the program's out
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import pickle
@@ -160,9 +161,34 @@ def run_controller(path: str) -> int:
         failure = None
     except errors.NodeFailedError as e:
         failure = e
+    settings = options.settings or slurm.SlurmSettings()
+    if (failure is None and settings.requeue
+            and controller.stop_reason.startswith(slurm.END_WARNING)):
+        _requeue(run_dir, job.job_id)
+        return 0
     private_files.write_private(os.path.join(run_dir, "outcome"), pickle.dumps((
         failure, controller.stop_reason, controller.exit_codes(), controller.restarts())))
     return 0
+
+
+def _requeue(run_dir: str, job_id: str) -> None:
+    """Puts this job back in the queue: its controller's address goes (a requeued run says
+    where its new one is), the count of requeues grows, and Slurm ends this batch step."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(os.path.join(run_dir, "controller.address"))
+    count = requeues_of(run_dir) + 1
+    private_files.write_private(os.path.join(run_dir, "requeues"), str(count).encode())
+    terminals.say(f"Slurm job {job_id} was warned of its end: its program has saved and "
+                  f"stopped, and the job is requeued (requeue {count})")
+    slurm_job.run(["scontrol", "requeue", job_id])
+
+
+def requeues_of(run_dir: str) -> int:
+    """How many times the job of the run in `run_dir` has requeued itself."""
+    try:
+        return int(private_files.read_private(os.path.join(run_dir, "requeues")))
+    except FileNotFoundError:
+        return 0
 
 
 class SlurmRemoteController(RemoteController):

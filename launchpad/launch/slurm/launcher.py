@@ -113,10 +113,14 @@ def pending_reporter(controller: Controller) -> Callable[[str, str], None]:
     return report
 
 
+# Why a program stopped when its job was warned of its end (time limit, preemption).
+END_WARNING = "Slurm warned that the job ends soon"
+
+
 def _stop_signals(settings: SlurmSettings) -> dict[str, str]:
     if not settings.stop_before_end_secs:
         return {}
-    return {"SIGUSR1": "Slurm warned that the job ends soon (its time limit is at most "
+    return {"SIGUSR1": f"{END_WARNING} (its time limit is at most "
                        f"{settings.stop_before_end_secs}s away, or it is being preempted)"}
 
 
@@ -210,8 +214,13 @@ class SlurmLauncher(Launcher):
                               f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} "
                               "not on PATH: run the launch where Slurm is installed (a login "
                               "node)")
+        settings = options.settings or SlurmSettings()
+        if settings.requeue and not options.detach:
+            raise ValueError("SlurmSettings(requeue=True) needs detach=True: the requeued job "
+                             "runs the program's controller again, which an attached launch "
+                             "keeps in the launching process")
         # A layout that cannot fit is refused now, with the numbers, before anything is made.
-        placement_of(program, options.resources, options.settings or SlurmSettings())
+        placement_of(program, options.resources, settings)
 
     def controller_host(self, options: LaunchOptions) -> str:
         """This host's address on the route to slurmctld, unless the settings say."""

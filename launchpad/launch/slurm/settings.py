@@ -39,6 +39,10 @@ class SlurmSettings:
       pending_timeout_secs: fail the launch (and cancel the job) if it still pends after
         this long; None waits as long as Slurm keeps it (reasons it never recovers from,
         such as PartitionConfig, fail it at once either way).
+      requeue: a detached program whose job is warned of its end (its time limit, or a
+        preemption: `stop_before_end_secs`) stops gracefully - its stateful nodes save
+        (lp.StatePolicy) - and its job requeues itself (`sbatch --requeue`, `scontrol
+        requeue`); run again, it starts from the saved states under the same run id.
     """
 
     partition: str | None = None
@@ -51,6 +55,7 @@ class SlurmSettings:
     controller_host: str | None = None
     components: str = slurm_placement.BY_KIND
     pending_timeout_secs: float | None = None
+    requeue: bool = False
 
     def __post_init__(self):
         if isinstance(self.sbatch_args, str):
@@ -67,6 +72,9 @@ class SlurmSettings:
                 timeout, (int, float)) or not timeout > 0):
             raise ValueError(f"SlurmSettings.pending_timeout_secs must be a number > 0 or "
                              f"None, got {timeout!r}")
+        if self.requeue and not self.stop_before_end_secs:
+            raise ValueError("SlurmSettings(requeue=True) needs stop_before_end_secs > 0: the "
+                             "warning is what makes the program save before its job ends")
         if isinstance(self.time_limit, int) and self.time_limit < 1:
             raise ValueError(f"SlurmSettings.time_limit must be >= 1 minute, got "
                              f"{self.time_limit}")
@@ -79,4 +87,6 @@ class SlurmSettings:
         if self.stop_before_end_secs:
             # To every step (the nodes), not the batch shell, which only holds the job.
             options.append(f"--signal=USR1@{self.stop_before_end_secs}")
+        if self.requeue:  # (its output goes on in the same file, run after run)
+            options += ["--requeue", "--open-mode=append"]
         return options + list(self.sbatch_args)
