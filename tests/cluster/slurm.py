@@ -243,7 +243,9 @@ class SlurmCluster:
             f"SlurmctldPort={free_port(gateway)}",
             "AuthType=auth/munge",
             "CredType=cred/munge",
-            f"AuthInfo=socket={self.munge_socket}",
+            # Credentials last 20 s, not 120: a requeued job waits as long before it may
+            # start again (its BeginTime), so the requeue tests need not wait 2 minutes.
+            f"AuthInfo=socket={self.munge_socket},cred_expire=20",
             "SlurmUser=root",
             "SlurmdUser=root",
             f"StateSaveLocation={self._path('state')}",

@@ -279,6 +279,7 @@ class SlurmRemoteController(RemoteController):
           LaunchError: the job ended without its controller saying how (see its output).
         """
         deadline = None if timeout is None else time.monotonic() + timeout
+        requeues = requeues_of(self.run_dir)
         while True:
             outcome = self._read("outcome")
             alive = self._job.alive()
@@ -290,6 +291,9 @@ class SlurmRemoteController(RemoteController):
             if not alive and outcome is None:
                 if self._killed:
                     return True
+                if requeues_of(self.run_dir) != requeues:  # between its runs
+                    requeues = requeues_of(self.run_dir)
+                    continue
                 if self._read("outcome") is None:
                     raise errors.LaunchError(
                         f"Slurm job {self.job_id} of program {self.program_name!r} ended "

@@ -29,7 +29,7 @@ from launchpad.launch.runtime.errors import SlurmError
 from launchpad.launch.slurm.placement import Placement
 
 RUNNING = "RUNNING"
-WAITING = ("PENDING", "CONFIGURING", "REQUEUED", "RESIZING")
+WAITING = ("PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "RESIZING")
 _LIVE = {RUNNING, "COMPLETING", "SUSPENDED", "STOPPED", *WAITING}  # the job is not over
 _FAST_POLL_SECS, _SLOW_POLL_SECS, _FAST_FOR_SECS = 0.2, 2.0, 10.0
 REPORT_EVERY_SECS = 60.0  # an unchanged pending state is said again this often
