@@ -159,6 +159,7 @@ class NodeState:
         self._name = node_name
         self._subfolder = node_name.replace("/", ".")
         self._lock = _SaveLock()
+        self._saving = threading.Lock()  # one save at a time (the period's, the stop's)
         self._instance: Any = None
         self._next_seq = 0
         self._over = threading.Event()  # the node stopped (its last save made), or a save failed
@@ -215,23 +216,26 @@ class NodeState:
             self._save()
 
     def _save(self) -> None:
-        try:
-            with self._lock.exclusive():
-                state = self._instance.save_state()
-            data = cloudpickle.dumps(state)
-        except Exception as e:  # noqa: BLE001 - the node's failure, named
-            self.failure = StateError(f"Node {self._name} could not save its state "
-                                      f"({type(e).__name__}: {e}); its previous states are "
-                                      "kept")
-            self.failure.__cause__ = e
-            logging.error("%s", self.failure)
-            self._over.set()
-            return
-        folder = self._folder()
-        seq, self._next_seq = self._next_seq, self._next_seq + 1
-        _write_whole(os.path.join(folder, f"{seq:09d}.state"), data)
-        for old in _seqs(folder)[:-self._spec.keep]:
-            os.unlink(os.path.join(folder, f"{old:09d}.state"))
+        """Saves the object's state as the next file, then lets the oldest go; a failure
+        (the state, its pickling, the write) is the node's, named."""
+        with self._saving:
+            try:
+                with self._lock.exclusive():
+                    state = self._instance.save_state()
+                data = cloudpickle.dumps(state)
+                folder = self._folder()
+                _write_whole(os.path.join(folder, f"{self._next_seq:09d}.state"), data)
+            except Exception as e:  # noqa: BLE001 - the node's failure, named
+                self.failure = StateError(f"Node {self._name} could not save its state "
+                                          f"({type(e).__name__}: {e}); its previous states "
+                                          "are kept")
+                self.failure.__cause__ = e
+                logging.error("%s", self.failure)
+                self._over.set()
+                return
+            self._next_seq += 1
+            for old in _seqs(folder)[:-self._spec.keep]:
+                os.unlink(os.path.join(folder, f"{old:09d}.state"))
 
     def _folder(self) -> str:
         """This node's folder of this run, made private if new (its run's folder too)."""
