@@ -4,7 +4,7 @@
 
 Runs `examples.evolution_strategies.launch` under local_mp as a launch script of its own
 (its state saved every 0.5 s), kills every process of it (SIGKILL: the launcher and each
-node) once it has printed generation `--kill_after`, then launches it again with
+node) once it has printed generation `--kill_after` and saved a state, then launches it again with
 `--lp_resume=RUN_ID` and follows it to the end. It checks that the master resumed from a
 saved generation at most the one it was killed at, went on from there, and reached the
 target. The last line is one JSON object: the generations (killed at, restored at, solved
@@ -44,9 +44,17 @@ def _descendants(pid: int) -> list[int]:
     return found
 
 
+def _saved(run_dir: str, run_id: str) -> bool:
+    """Whether the master of run `run_id` has saved a state yet (killed before, it would
+    have nothing to resume from)."""
+    folder = os.path.join(run_dir, f"launchpad-runs-{os.geteuid()}", run_id, "state",
+                          "master.0")
+    return os.path.isdir(folder) and any(n.endswith(".state") for n in os.listdir(folder))
+
+
 def _launch(args: argparse.Namespace, run_dir: str, resume: str | None) -> subprocess.Popen:
     command = [sys.executable, "-m", "examples.evolution_strategies.launch",
-               "--lp_launch_type=local_mp", f"--num_workers={args.workers}",
+               "--lp_launch_type=local_mp", f"--workers={args.workers}",
                "--save_every_secs=0.5", f"--target={args.target}",
                *([f"--lp_resume={resume}"] if resume else [])]
     return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
@@ -76,7 +84,8 @@ def main() -> None:
         if line.startswith("run "):
             run_id = line.split()[1]
         found = re.search(r"generation (\d+): mean return", line)
-        if found and int(found.group(1)) >= args.kill_after and run_id:
+        if (found and int(found.group(1)) >= args.kill_after and run_id
+                and _saved(run_dir, run_id)):
             killed_at = int(found.group(1))
             for pid in [first.pid, *_descendants(first.pid)]:
                 try:

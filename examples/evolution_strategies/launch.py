@@ -13,7 +13,7 @@ and a whole program killed resumes with `lp.launch(..., resume=RUN_ID)` (`--resu
 `launchpad launch`, or `--lp_resume`). It stops the program once a generation's mean return
 reaches `--target`, printing each generation as it goes.
 
-    python -m examples.evolution_strategies.launch --lp_launch_type=local_mp --num_workers=8
+    python -m examples.evolution_strategies.launch --lp_launch_type=local_mp --workers=8
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from absl import app, flags
 import launchpad as lp
 from examples.evolution_strategies.es import Search, Worker
 
-_NUM_WORKERS = flags.DEFINE_integer("num_workers", 8, "Worker nodes.", lower_bound=1)
+_WORKERS = flags.DEFINE_integer("workers", 8, "Worker nodes.", lower_bound=1)
 _PAIRS = flags.DEFINE_integer("pairs_per_worker", 2, "Antithetic pairs each worker "
                               "evaluates per generation.", lower_bound=1)
 _TARGET = flags.DEFINE_float("target", 475.0, "The mean return that ends the search.")
@@ -100,7 +100,7 @@ def make_program(num_workers: int = 8, pairs_per_worker: int = 2, target: float 
 def main(argv: list[str]) -> None:
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-    program = make_program(_NUM_WORKERS.value, _PAIRS.value, _TARGET.value,
+    program = make_program(_WORKERS.value, _PAIRS.value, _TARGET.value,
                            _MAX_GENERATIONS.value, _SAVE_EVERY.value, _MAX_RESTARTS.value)
     controller = lp.launch(program)
     print(f"run {controller.run_id}", flush=True)
