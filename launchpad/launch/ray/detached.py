@@ -159,7 +159,8 @@ def _start_controller(program_name: str, run_id: str, settings: RaySettings, pic
                    options.tls)
 
 
-def is_ray_run(folder: str) -> bool:
+def records_run(folder: str) -> bool:
+    """Whether `folder` is the record of a detached Ray run."""
     return os.path.exists(os.path.join(folder, RECORD))
 
 

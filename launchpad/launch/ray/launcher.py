@@ -37,9 +37,7 @@ from launchpad.launch.runtime import spec, terminals
 from launchpad.launch.runtime.controller import Controller
 from launchpad.launch.runtime.errors import LaunchError
 from launchpad.launch.runtime.launcher import Detach, Launcher, LaunchOptions
-from launchpad.launch.runtime.remote import RemoteController
 from launchpad.launch.runtime.resources import Resources
-from launchpad.launch.runtime.run_records import Run
 from launchpad.nodes.python.local_multi_processing import PythonProcess
 from launchpad.program import Program
 
@@ -189,6 +187,7 @@ class RayLauncher(Launcher):
     where_nodes_run = "a Ray actor"
     cluster = True
     detach = Detach.OPTIONAL
+    detached_module = "launchpad.launch.ray.detached"
     recorded = True
     settings_keyword = "ray"
     terminals = frozenset({terminals.CURRENT_TERMINAL})
@@ -217,24 +216,3 @@ class RayLauncher(Launcher):
     def launch(self, program: Program, controller: Controller,
                options: LaunchOptions) -> None:
         start_actors(program, controller, options)
-
-    # Detached runs: ray/detached.py (imported when one is made or read).
-
-    def launch_detached(self, program: Program, options: LaunchOptions) -> RemoteController:
-        from launchpad.launch.ray import detached
-        return detached.launch(program, options)
-
-    def records_run(self, folder: str) -> bool:
-        from launchpad.launch.ray import detached
-        return detached.is_ray_run(folder)
-
-    def run_of(self, folder: str) -> Run | None:
-        from launchpad.launch.ray import detached
-        return detached.run_of(folder)
-
-    def attach(self, run_id: str, folder: str | None,
-               namespace: str | None) -> RemoteController | None:
-        if folder is None or not self.records_run(folder):
-            return None
-        from launchpad.launch.ray import detached
-        return detached.attach(folder)

@@ -20,7 +20,8 @@ checks in `lp.launch` is said here, by the launcher itself:
                                 controller, which is given it)
     plan(program, options)      what a dry run prints
     launch(program, controller, options) / launch_detached(program, options)
-    records_run, run_of, attach  its detached runs: `launchpad ls` and `lp.attach`
+    records_run, run_of, attach  its detached runs: `launchpad ls` and `lp.attach` (by
+                                default, those of its `detached_module`)
 
 `LaunchOptions` is everything else `lp.launch` was told, checked against one schema
 (launch/options.py) before any launcher sees it.
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import importlib
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -97,6 +99,10 @@ class Launcher:
     recorded: ClassVar[bool] = False
     live_status: ClassVar[bool] = False
     settings_keyword: ClassVar[str | None] = None
+    # The module whose launch(program, options) starts a detached program and whose
+    # records_run(folder), run_of(folder) and attach(folder) find its runs (imported when
+    # one is made or read); None: this launch type has none of its own.
+    detached_module: ClassVar[str | None] = None
     # The terminals node output may go to (terminals.py), and why others may not; None:
     # its nodes share the launching process's output (threads).
     terminals: ClassVar[frozenset[str] | None] = None
@@ -138,19 +144,26 @@ class Launcher:
 
     def launch_detached(self, program: Program, options: LaunchOptions) -> RemoteController:
         """Starts `program` with its controller in the cluster; returns its proxy."""
-        raise NotImplementedError(f"launch_type {self.name!r} cannot detach")
+        if self.detached_module is None:
+            raise NotImplementedError(f"launch_type {self.name!r} cannot detach")
+        return self._detached().launch(program, options)
 
     def records_run(self, folder: str) -> bool:
         """Whether run folder `folder` records a detached run of this launch type."""
-        return False
+        return self.detached_module is not None and self._detached().records_run(folder)
 
     def run_of(self, folder: str) -> Run | None:
         """The detached run `folder` records (it `records_run`), for `launchpad ls`; None
         once it has ended."""
-        return None
+        return self._detached().run_of(folder)
 
     def attach(self, run_id: str, folder: str | None,
                namespace: str | None) -> RemoteController | None:
         """The controller of detached run `run_id` (its record `folder`, or found in the
         cluster's `namespace`), or None if the run is none of this launch type's."""
-        return None
+        if folder is None or not self.records_run(folder):
+            return None
+        return self._detached().attach(folder)
+
+    def _detached(self) -> Any:
+        return importlib.import_module(self.detached_module)

@@ -108,7 +108,7 @@ def attach(folder: str) -> SlurmRemoteController:
                                  folder, launch_spec.options.tls)
 
 
-def is_slurm_run(folder: str) -> bool:
+def records_run(folder: str) -> bool:
     """Whether `folder` is the record of a detached Slurm run."""
     return os.path.exists(os.path.join(folder, "job"))
 

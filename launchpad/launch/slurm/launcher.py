@@ -49,7 +49,6 @@ from launchpad.launch.runtime.controller import Controller
 from launchpad.launch.runtime.errors import LaunchError, SlurmError
 from launchpad.launch.runtime.launcher import Detach, Launcher, LaunchOptions
 from launchpad.launch.runtime.process import NodeProcess, PythonProcess
-from launchpad.launch.runtime.remote import RemoteController
 from launchpad.launch.runtime.terminals import NodeOutput
 from launchpad.launch.slurm import agents as slurm_agents
 from launchpad.launch.slurm import inventory as slurm_inventory
@@ -194,6 +193,7 @@ class SlurmLauncher(Launcher):
     name = "slurm"
     cluster = True
     detach = Detach.OPTIONAL
+    detached_module = "launchpad.launch.slurm.detached"
     recorded = True
     settings_keyword = "slurm"
     terminals = frozenset({terminals.CURRENT_TERMINAL, terminals.OUTPUT_TO_FILES})
@@ -252,24 +252,3 @@ class SlurmLauncher(Launcher):
         job = SlurmJob.submit(placement, argv, on_pending=pending_reporter(controller),
                               pending_timeout_secs=settings.pending_timeout_secs)
         start_nodes(program, controller, job, options)
-
-    # Detached runs: slurm/detached.py (imported when one is made or read).
-
-    def launch_detached(self, program: Program, options: LaunchOptions) -> RemoteController:
-        from launchpad.launch.slurm import detached
-        return detached.launch(program, options)
-
-    def records_run(self, folder: str) -> bool:
-        from launchpad.launch.slurm import detached
-        return detached.is_slurm_run(folder)
-
-    def run_of(self, folder: str) -> run_records.Run | None:
-        from launchpad.launch.slurm import detached
-        return detached.run_of(folder)
-
-    def attach(self, run_id: str, folder: str | None,
-               namespace: str | None) -> RemoteController | None:
-        if folder is None or not self.records_run(folder):
-            return None
-        from launchpad.launch.slurm import detached
-        return detached.attach(folder)
