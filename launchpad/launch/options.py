@@ -193,16 +193,18 @@ _xm_noted = False
 
 
 def document(function: Callable[..., Any]) -> str | None:
-    """`function`'s docstring with an Args section before its Raises: each of its
-    parameters, as the schema documents it (None under `python -OO`, which drops it)."""
+    """`function`'s docstring, cleaned (as Python 3.13 compiles it, whatever the version),
+    with an Args section before its Raises: each of its parameters, as the schema documents
+    it (None under `python -OO`, which drops it)."""
     if function.__doc__ is None:
         return None
-    lines = ["    Args:"]
+    lines = ["Args:"]
     for name in inspect.signature(function).parameters:
         text = OPTIONS[name].doc if name in OPTIONS else _ARGUMENTS[name]
-        lines += textwrap.wrap(f"{name}: {text}", 92, initial_indent="      ",
-                               subsequent_indent="        ")
-    return function.__doc__.replace("    Raises:", "\n".join(lines) + "\n\n    Raises:")
+        lines += textwrap.wrap(f"{name}: {text}", 92, initial_indent="  ",
+                               subsequent_indent="    ")
+    return inspect.cleandoc(function.__doc__).replace(
+        "\nRaises:", "\n" + "\n".join(lines) + "\n\nRaises:")
 
 
 def resolve(launcher: Launcher, programs: int, **given: Any) -> LaunchOptions:

@@ -550,5 +550,5 @@ def test_calls_take_the_fastest_transport_and_a_handle_may_force_grpc(launch, re
 def test_every_argument_of_launch_is_documented_once_by_the_options_schema():
     import inspect
     for name in inspect.signature(lp.launch).parameters:
-        assert lp.launch.__doc__.count(f"\n      {name}: ") == 1, name
-    assert lp.launch.__doc__.index("    Args:") < lp.launch.__doc__.index("    Raises:")
+        assert lp.launch.__doc__.count(f"\n  {name}: ") == 1, name
+    assert lp.launch.__doc__.index("\nArgs:") < lp.launch.__doc__.index("\nRaises:")
