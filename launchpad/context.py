@@ -103,6 +103,10 @@ class NodeContext:
     # The courier servers this node made (shared with its colocated children's contexts):
     # their call counters are the node's telemetry.
     servers: list[courier.Server] = dataclasses.field(default_factory=list)
+    # The group clients this node made (shared as servers are): their broadcast failures
+    # are in its telemetry. Weak: a node may make and drop them as it likes.
+    groups: "weakref.WeakSet[courier.GroupClient]" = dataclasses.field(
+        default_factory=weakref.WeakSet)
     launch_type: str = ""  # the LaunchType's value ("" for a standalone context)
     # The node's saved states (launch/runtime/state_store.NodeState), when its group keeps
     # state (lp.StatePolicy); None otherwise.

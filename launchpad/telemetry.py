@@ -42,6 +42,8 @@ class NodeSample:
     memory_bytes: int | None
     methods: dict[str, MethodCounts]
     taken_at: float = dataclasses.field(default_factory=time.time)
+    # Member name -> broadcasts of the node's group clients that failed there.
+    broadcast_errors: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -88,6 +90,8 @@ class NodeStatus:
     cpu_percent: float | None = None  # over the last report interval (100: one core)
     memory_bytes: int | None = None
     methods: dict[str, MethodStatus] = dataclasses.field(default_factory=dict)
+    # Member name -> broadcasts of this node's group calls that failed there (group.py).
+    broadcast_errors: dict[str, int] = dataclasses.field(default_factory=dict)
     failures: list[Failure] = dataclasses.field(default_factory=list)
     sampled_at: float | None = None  # unix time of its last sample
 
@@ -125,6 +129,10 @@ def check_sample(sample: object) -> NodeSample:
     _check(isinstance(sample.methods, dict), "methods", sample.methods)
     for name, counts in sample.methods.items():
         _check(isinstance(name, str) and _method_counts(counts), "methods", (name, counts))
+    _check(isinstance(sample.broadcast_errors, dict), "broadcast_errors",
+           sample.broadcast_errors)
+    for member, count in sample.broadcast_errors.items():
+        _check(isinstance(member, str) and _count(count), "broadcast_errors", (member, count))
     return sample
 
 

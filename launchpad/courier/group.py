@@ -10,14 +10,17 @@
 
 A call to N members pickles its arguments once and puts N messages on their way, each on its
 member's own connection, before it waits for any reply: it costs the caller about what N
-futures cost, not N round trips. `call` and `scatter` raise `GroupCallError` if any member
-failed, holding every member's result or exception (`e.results`). `broadcast` never waits:
-its messages are sent by a few threads of the group's, so a member that is slow, or gone and
-being reconnected to, holds up no other; its failures are counted (`broadcast_errors`) and
-logged once per member. `choose` calls the member with the fewest of this group's calls in
-flight; one that is gone (`ServerUnavailableError`) is left for another, within the timeout,
-and is chosen last for `UNAVAILABLE_SECS` after any call of the group found it gone. A
-member that is restarting is waited for as its own client waits (its connect_timeout).
+futures cost, not N round trips. Its large buffers are copied once into shared memory, which
+every member on this host reads (shared_memory.share), not once per member.
+
+`call` and `scatter` raise `GroupCallError` if any member failed, holding every member's
+result or exception (`e.results`). `broadcast` never waits: its messages are sent by a few
+threads of the group's, so a member that is slow, or gone and being reconnected to, holds up
+no other; its failures are counted (`broadcast_errors`) and logged once per member.
+`choose` calls the member with the fewest of this group's calls in flight; one that is gone
+(`ServerUnavailableError`) is left for another, within the timeout, and is chosen last for
+`UNAVAILABLE_SECS` after any call of the group found it gone. A member that is restarting is
+waited for as its own client waits (its connect_timeout).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from typing import Any
 
 from absl import logging
 
-from launchpad.courier import serialization
+from launchpad.courier import serialization, shared_memory
 from launchpad.courier.client import Client
 from launchpad.courier.errors import CallTimeoutError, GroupCallError, ServerUnavailableError
 from launchpad.courier.threads import DaemonThreadPool
@@ -83,7 +86,7 @@ class GroupClient:
     @property
     def futures(self) -> _View:
         return _View(self, lambda method, args, kwargs, timeout: self._submit_all(
-            method, serialization.dumps_call_arguments(method, args, kwargs)))
+            method, self._pickle_once(method, args, kwargs)))
 
     @property
     def broadcast(self) -> _View:
@@ -133,8 +136,22 @@ class GroupClient:
     def _submit_all(self, method: str, parts: list) -> list[concurrent.futures.Future]:
         return [self._submit(member, method, parts) for member in range(len(self))]
 
-    def _call(self, method: str, args: tuple, kwargs: dict, timeout: float | None) -> list:
+    def _pickle_once(self, method: str, args: tuple, kwargs: dict) -> list:
+        """The arguments of a call to every member, pickled once; large buffers are also
+        copied once into shared memory when members share this host (shared_memory.share)."""
         parts = serialization.dumps_call_arguments(method, args, kwargs)
+        if len(parts) > 1 and self._members_share_this_host():
+            return shared_memory.share(parts)
+        return parts
+
+    def _members_share_this_host(self) -> bool:
+        """Whether two or more members are on this host (as last resolved)."""
+        here = (client for client in self._clients
+                if shared_memory.is_same_host(client.address))
+        return next(here, None) is not None and next(here, None) is not None
+
+    def _call(self, method: str, args: tuple, kwargs: dict, timeout: float | None) -> list:
+        parts = self._pickle_once(method, args, kwargs)
         return self._gather(method, self._submit_all(method, parts), timeout)
 
     def _scatter(self, method: str, args: tuple, kwargs: dict, timeout: float | None) -> list:
@@ -171,7 +188,7 @@ class GroupClient:
 
     def _broadcast(self, method: str, args: tuple, kwargs: dict,
                    timeout: float | None) -> None:
-        parts = serialization.dumps_call_arguments(method, args, kwargs)
+        parts = self._pickle_once(method, args, kwargs)
         with self._lock:
             if self._senders is None:
                 self._senders = DaemonThreadPool(_BROADCAST_THREADS, "courier-broadcast")

@@ -35,7 +35,15 @@ from absl import logging
 from grpc import _common as grpc_common
 from grpc._cython import cygrpc
 
-from launchpad.courier import allocator, errors, limits, shared_memory, streams, threads
+from launchpad.courier import (
+    allocator,
+    errors,
+    limits,
+    memory_files,
+    shared_memory,
+    streams,
+    threads,
+)
 from launchpad.courier.grpc_transport import (
     MESSAGE_OPTIONS,
     SHARED_MEMORY_METADATA_KEY,
@@ -352,11 +360,11 @@ class _GrpcPeer:
         this process's probe and returns the lane."""
         if not self._offer or not shared_memory.enabled():
             return None
-        peer = shared_memory.verify_probe(self._offer)
+        peer = memory_files.verify_probe(self._offer)
         if peer is None:
             return None
         self._stream.send_initial_metadata(
-            ((SHARED_MEMORY_METADATA_KEY, shared_memory.local_probe()),))
+            ((SHARED_MEMORY_METADATA_KEY, memory_files.local_probe()),))
         return shared_memory.Lane(peer)
 
     def abort(self, code: grpc.StatusCode, details: str) -> NoReturn:

@@ -38,7 +38,7 @@ import grpc
 from grpc import _common as grpc_common
 from grpc._cython import cygrpc
 
-from launchpad.courier import allocator, errors, shared_memory
+from launchpad.courier import allocator, errors, memory_files, shared_memory
 from launchpad.courier.tls import TLS
 
 STREAM_METHOD = "/launchpad.courier.Courier/Stream"
@@ -169,7 +169,7 @@ class Stream:
         self._status: errors.StreamBroken | None = None
         self.lane: shared_memory.Lane | None = None
         metadata = ((TOKEN_METADATA_KEY, token),)
-        probe = shared_memory.local_probe() if offer_shared_memory else None
+        probe = memory_files.local_probe() if offer_shared_memory else None
         if probe is not None:
             metadata += ((SHARED_MEMORY_METADATA_KEY, probe),)
         operations = (
@@ -256,6 +256,6 @@ class Stream:
             if operation.type() == cygrpc.OperationType.receive_initial_metadata:
                 answer = metadata_value(operation.initial_metadata(),
                                         SHARED_MEMORY_METADATA_KEY)
-                peer = shared_memory.verify_probe(answer) if answer else None
+                peer = memory_files.verify_probe(answer) if answer else None
                 if peer is not None:
                     self.lane = shared_memory.Lane(peer)

@@ -18,7 +18,7 @@ import time
 
 import grpc
 
-from launchpad.courier import errors, hosts, local_sockets, records, shared_memory
+from launchpad.courier import errors, hosts, local_sockets, memory_files, records, shared_memory
 from launchpad.courier.tls import TLS
 
 _CONNECT_SECS = 1.0
@@ -106,7 +106,7 @@ class LocalStream:
         self._sock = sock
         self._reader = records.Reader(sock, max_length=local_sockets.MAX_MESSAGE)
         self._reader.spin_secs = _REPLY_SPIN_SECS
-        probe = (shared_memory.local_probe() or "") if offer_shared_memory else ""
+        probe = (memory_files.local_probe() or "") if offer_shared_memory else ""
         self._hello: bytes | None = local_sockets.hello(token, probe)
         self._status: errors.StreamBroken | None = None
         self._cancelled = False
@@ -179,7 +179,7 @@ class LocalStream:
         if kind != local_sockets.ANSWER:
             raise self._ended(kind, body)
         answer = bytes(body).decode(errors="replace")  # (not a probe then: no lane)
-        peer = shared_memory.verify_probe(answer) if answer else None
+        peer = memory_files.verify_probe(answer) if answer else None
         if peer is not None:
             self.lane = shared_memory.Lane(peer)
 

@@ -38,7 +38,7 @@ from typing import NoReturn
 import grpc
 from absl import logging
 
-from launchpad.courier import errors, hosts, records, shared_memory
+from launchpad.courier import errors, hosts, memory_files, records, shared_memory
 from launchpad.courier.tls import TLS, tls_tag
 
 MAGIC = b"LPC1"
@@ -186,10 +186,10 @@ class LocalPeer:
     def accept_shared_memory(self) -> shared_memory.Lane | None:
         if not self._probe or not shared_memory.enabled():
             return None
-        peer = shared_memory.verify_probe(self._probe)
+        peer = memory_files.verify_probe(self._probe)
         if peer is None:
             return None
-        self.answer = shared_memory.local_probe() or ""
+        self.answer = memory_files.local_probe() or ""
         return shared_memory.Lane(peer)
 
     def abort(self, code: grpc.StatusCode, details: str) -> NoReturn:

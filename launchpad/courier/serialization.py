@@ -121,6 +121,7 @@ def message_chunks(frames: list[OutFrame], lane: shared_memory.Lane | None = Non
     if no region can be had), and calls invite shared-memory replies."""
     chunks: list = []
     large: list[tuple[int, int]] = []  # where the length and the bytes of a large part are
+    group_parts = False  # whether a part is a group call's (shared_memory.share)
     limit = shared_memory.INLINE_LIMIT if lane is not None else None
     for frame in frames:
         kind = frame.kind
@@ -135,8 +136,11 @@ def message_chunks(frames: list[OutFrame], lane: shared_memory.Lane | None = Non
                 chunks += (_HEADER.pack(kind, frame.call_id, len(name), 0), name,
                            _LENGTH.pack(size), part)
                 continue
-        sizes = [len(part) if type(part) is bytes else memoryview(part).nbytes
-                 for part in parts]
+        types = [type(part) for part in parts]
+        group_parts = group_parts or shared_memory.SharedPart in types
+        sizes = [len(part) if part_type is bytes else part.nbytes
+                 if part_type is shared_memory.SharedPart else memoryview(part).nbytes
+                 for part_type, part in zip(types, parts, strict=True)]
         chunks.append(_HEADER.pack(kind, frame.call_id, len(name), len(parts) - 1))
         chunks.append(name)
         if limit is None or max(sizes) < limit:
@@ -150,16 +154,26 @@ def message_chunks(frames: list[OutFrame], lane: shared_memory.Lane | None = Non
         chunks.extend(parts)
     if large:
         _share(chunks, large, lane.writer)
+    if group_parts:  # a group call's parts that go inline after all
+        chunks = [chunk.view() if type(chunk) is shared_memory.SharedPart else chunk
+                  for chunk in chunks]
     return chunks
 
 
 def _share(chunks: list, large: list[tuple[int, int]], writer: shared_memory.Writer) -> None:
-    """Replaces large parts by references to their copies in shared memory, and flags their
-    lengths; leaves them inline when no region can be had."""
-    references = writer.place([chunks[part_at] for _, part_at in large])
+    """Replaces large parts by references to their copies in shared memory (a group call's
+    parts, placed once already, by references to their region), and flags their lengths;
+    leaves them inline when no region can be had."""
+    placed = [(length_at, part_at) for length_at, part_at in large
+              if type(chunks[part_at]) is not shared_memory.SharedPart]
+    references = writer.place([chunks[part_at] for _, part_at in placed]) if placed else []
     if references is None:
-        return
-    for (length_at, part_at), reference in zip(large, references, strict=True):
+        references, large = [], [at for at in large if at not in placed]
+    references = iter(references)
+    for length_at, part_at in large:
+        part = chunks[part_at]
+        reference = (writer.hold(part) if type(part) is shared_memory.SharedPart
+                     else next(references))
         chunks[length_at] = _LENGTH.pack(_SHARED | len(reference))
         chunks[part_at] = reference
 

@@ -7,22 +7,30 @@ machine that is about 1 ms of CPU per MiB each way. Instead, a stream's writer c
 large part once into a memory region it owns, the gRPC message carries a small reference, and
 the reader copies the part out once (`Lane`, one per stream, holds both ends).
 
-Regions are anonymous memory files (memfd): a reader opens its peer's region through
-`/proc/<peer pid>/fd/<fd>`, so nothing is named and nothing is left behind when a process dies.
-Every region starts with a random nonce that each reference repeats: a reader that finds
-another nonce (the fd was closed and its number reused) refuses the reference instead of
-reading the wrong memory. Regions are reserved in full when made (`posix_fallocate`), so a full
-memory limit shows as a failed allocation, and the part travels through gRPC instead, never as
-a crash on first touch. And they are sealed against shrinking (`F_SEAL_SHRINK`): a reader maps
-only a memory file so sealed, so no peer can truncate a region under its mapping (reading
-past the end of a file still mapped is a SIGBUS, the end of the reading process). What a
-reference names is looked at before it is opened (`O_PATH`): a device is never opened.
+Regions are anonymous memory files (memfd; memory_files.py): a reader opens its peer's region
+through `/proc/<peer pid>/fd/<fd>`, so nothing is named and nothing is left behind when a
+process dies. Every region starts with a random nonce that each reference repeats: a reader
+that finds another nonce (the fd was closed and its number reused) refuses the reference
+instead of reading the wrong memory. Regions are reserved in full when made
+(`posix_fallocate`), so a full memory limit shows as a failed allocation, and the part travels
+through gRPC instead, never as a crash on first touch. And they are sealed against shrinking
+(`F_SEAL_SHRINK`): a reader maps only a memory file so sealed, so no peer can truncate a
+region under its mapping (reading past the end of a file still mapped is a SIGBUS, the end of
+the reading process). What a reference names is looked at before it is opened (`O_PATH`): a
+device is never opened.
 
 A region is reused from its start for each message, which is safe because of how courier
 streams alternate (see connection.py and server.py): a client sends a message only when every
 reply to its previous one has arrived, and a server decodes a whole message, copying its parts
 out, before it runs any of its calls; a client decodes every reply to a message before it sends
 the next one. So a client's writer `reset`s when it sends, and a server's when it receives.
+
+A call to a whole group (group.py) places its large parts once, in a region of their own
+(`share`), and every same-host member's stream references that region instead of copying the
+parts into its own (`Writer.hold`): a 1 MiB broadcast to 64 members copies 1 MiB here, not 64.
+A stream holds the region as it would its own, until its next reset (the member has read it);
+the region closes once no stream and no call holds it. Its header marks it as made for one call,
+so each reader unmaps it as soon as it has copied its part out.
 
 Regions of up to `KEEP_WARM` (16 MiB) are kept for the life of the stream, both the writer's
 own and the peer's the reader has mapped: reuse is what makes repeated calls cheap (measured on
@@ -53,17 +61,14 @@ messages themselves, which pass through system calls, so this holds on any archi
 
 from __future__ import annotations
 
-import fcntl
 import ipaddress
 import mmap
 import os
-import stat
 import struct
 import threading
 import time
-import weakref
 
-from launchpad.courier import idle_release
+from launchpad.courier import idle_release, memory_files
 
 ENV_SWITCH = "LAUNCHPAD_COURIER_SHARED_MEMORY"
 # Parts smaller than this travel inline in the gRPC message; larger ones through a region.
@@ -71,11 +76,10 @@ ENV_SWITCH = "LAUNCHPAD_COURIER_SHARED_MEMORY"
 # inline bytes, at 64 KiB the two are even, at 256 KiB the reference saves 250 us.
 INLINE_LIMIT = 64 << 10
 
-_NONCE = struct.Struct("<Q")
 # A reference to a part: region fd, region nonce, offset and length of the part.
 _REFERENCE = struct.Struct("<IQQQ")
-# Data starts one cache line in, after the nonce; parts start on cache-line boundaries.
-_ALIGN = 64
+# Data starts one cache line in, after the header; parts start on cache-line boundaries.
+_ALIGN = memory_files.HEADER
 _SMALLEST_REGION = 1 << 20
 # Regions up to this size (made for up to 16 MiB of parts, with their alignment) are kept for
 # the stream's life; larger ones only while in use.
@@ -91,7 +95,7 @@ def enabled() -> bool:
     memory files (a sandbox may forbid them), unless the switch is off."""
     return (os.environ.get(ENV_SWITCH, "1").strip().lower() not in ("0", "false", "no")
             and hasattr(os, "memfd_create") and os.path.isdir("/proc/self/fd")
-            and local_probe() is not None)
+            and memory_files.local_probe() is not None)
 
 
 def is_same_host(address: str) -> bool:
@@ -106,35 +110,58 @@ def is_same_host(address: str) -> bool:
         return False
 
 
-# ----------------------------------------------------------------------------- regions
+class SharedPart:
+    """A large part of a group call, at `offset` in a region made for that call (`share`)."""
+
+    __slots__ = ("region", "offset", "nbytes")
+
+    def __init__(self, region: memory_files.Region, offset: int, nbytes: int):
+        self.region = region
+        self.offset = offset
+        self.nbytes = nbytes
+
+    def view(self) -> memoryview:
+        """The part's bytes, for a stream that sends it inline (no lane)."""
+        return memoryview(self.region.map)[self.offset:self.offset + self.nbytes]
 
 
-class _Region:
-    """A memory file of `size` bytes, mapped read-write, its nonce in its first bytes."""
+def share(parts: list) -> list:
+    """`parts` ([pickle, *buffers]) with each large buffer copied once into one region, to be
+    sent to many peers of this host; `parts` itself when none is large or no region can be
+    had."""
+    large = [(i, memoryview(part).nbytes) for i, part in enumerate(parts)
+             if i and memoryview(part).nbytes >= INLINE_LIMIT]
+    if not large or not enabled():
+        return parts
+    size = _ALIGN + sum(_aligned(nbytes) for _, nbytes in large)
+    try:
+        region = memory_files.Region(-(-size // mmap.PAGESIZE) * mmap.PAGESIZE, one_call=True)
+    except OSError:  # e.g. the memory limit: each stream copies as it would
+        return parts
+    shared = list(parts)
+    offset = _ALIGN
+    for i, nbytes in large:
+        region.map[offset:offset + nbytes] = memoryview(parts[i]).cast("B")
+        shared[i] = SharedPart(region, offset, nbytes)
+        offset += _aligned(nbytes)
+    _count("written", sum(nbytes for _, nbytes in large))
+    return shared
 
-    def __init__(self, size: int):
-        self.nonce = int.from_bytes(os.urandom(_NONCE.size), "little")
-        self.size = size
-        self.fd = os.memfd_create("launchpad-courier", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
-        try:
-            os.posix_fallocate(self.fd, 0, size)
-            fcntl.fcntl(self.fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK)
-            self.map = mmap.mmap(self.fd, size)
-        except BaseException:
-            os.close(self.fd)
-            raise
-        self.map[:_NONCE.size] = _NONCE.pack(self.nonce)
-        # The fd must stay open while a peer may still open it; a region dropped without
-        # close() (its stream garbage-collected) still gives its fd back.
-        self._finalizer = weakref.finalize(self, _close_region, self.fd, self.map)
 
-    def close(self) -> None:
-        self._finalizer()
+_copied = {"written": 0, "read": 0}
+_copied_lock = threading.Lock()
 
 
-def _close_region(fd: int, region_map: mmap.mmap) -> None:
-    region_map.close()
-    os.close(fd)
+def _count(direction: str, nbytes: int) -> None:
+    with _copied_lock:
+        _copied[direction] += nbytes
+
+
+def bytes_copied() -> dict[str, int]:
+    """Bytes this process has copied into shared-memory regions ('written') and out of its
+    peers' ('read'): what the shortcut costs, measured (benchmarks/group_calls.py)."""
+    with _copied_lock:
+        return dict(_copied)
 
 
 class Writer:
@@ -143,8 +170,10 @@ class Writer:
 
     def __init__(self):
         self._lock = threading.Lock()
-        self._region: _Region | None = None
-        self._retired: list[_Region] = []
+        self._region: memory_files.Region | None = None
+        self._retired: list[memory_files.Region] = []
+        # Regions of group calls' parts (`share`), which the peer may not have read yet.
+        self._held: list[memory_files.Region] = []
         self._used = _ALIGN
         self._needed = 0  # the most bytes one message needed since the last reset
         self._last_used = 0.0  # time.monotonic() of the last place
@@ -154,6 +183,7 @@ class Writer:
         give back regions no longer used (or too large for what messages need now)."""
         with self._lock:
             self._close_retired()
+            self._held = []
             region = self._region
             if (region is not None and region.size > KEEP_WARM
                     and self._needed * _SHRINK_FACTOR < region.size):
@@ -179,13 +209,24 @@ class Writer:
                 references.append(_REFERENCE.pack(region.fd, region.nonce, self._used, size))
                 self._used += _aligned(size)
             self._last_used = time.monotonic()
+        _count("written", sum(sizes))
         if region.size > KEEP_WARM:
             idle_release.watch(self)
         return references
 
+    def hold(self, part: SharedPart) -> bytes:
+        """A reference to a part `share` placed, whose region is held until the next reset."""
+        with self._lock:
+            self._held.append(part.region)
+            self._last_used = time.monotonic()
+        if part.region.size > KEEP_WARM:
+            idle_release.watch(self)
+        return _REFERENCE.pack(part.region.fd, part.region.nonce, part.offset, part.nbytes)
+
     def close(self) -> None:
         with self._lock:
             self._close_retired()
+            self._held = []
             if self._region is not None:
                 self._region.close()
                 self._region = None
@@ -195,11 +236,12 @@ class Writer:
         for IDLE_SECS before `now`; returns when to look again, or None when no large region
         is left (idle_release.py asks)."""
         with self._lock:
-            regions = self._retired + ([self._region] if self._region is not None else [])
+            regions = self._retired + self._held + ([self._region] if self._region else [])
             if all(region.size <= KEEP_WARM for region in regions):
                 return None
             if now < self._last_used + IDLE_SECS:
                 return self._last_used + IDLE_SECS
+            self._held = []
             if self._region is not None and self._region.size > KEEP_WARM:
                 self._retired.append(self._region)
                 self._region = None
@@ -216,7 +258,7 @@ class Writer:
         size = max(_SMALLEST_REGION, _ALIGN + total, 2 * old.size if old else 0)
         size = -(-size // mmap.PAGESIZE) * mmap.PAGESIZE
         try:
-            region = _Region(size)
+            region = memory_files.Region(size)
         except OSError:  # e.g. the memory limit: fall back to inline parts
             return False
         if old is not None:
@@ -242,6 +284,7 @@ class Reader:
         self._key: tuple[int, int] | None = None
         self._map: mmap.mmap | None = None
         self._view: memoryview | None = None
+        self._one_call = False  # the region mapped was made for one group call
 
     def take(self, reference: memoryview) -> memoryview:
         """The bytes a reference names, copied out (read-only, as inline parts are).
@@ -256,8 +299,9 @@ class Reader:
             raise ValueError(f"a shared-memory part ({offset}+{size}) lies outside its region "
                              f"of {len(self._view)} bytes")
         part = memoryview(bytes(self._view[offset:offset + size]))
-        if len(self._view) > KEEP_WARM:
-            self.close()  # a large region: unmapped once read (see the module doc)
+        _count("read", size)
+        if self._one_call or len(self._view) > KEEP_WARM:
+            self.close()  # a group call's or a large region: unmapped once read (module doc)
         return part
 
     def close(self) -> None:
@@ -268,43 +312,8 @@ class Reader:
 
     def _open(self, fd: int, nonce: int) -> None:
         self.close()
-        try:
-            descriptor = _open_peer_file(self._pid, fd)
-        except OSError as e:
-            raise ValueError(f"the peer's shared-memory region (fd {fd} of pid {self._pid}) "
-                             f"is gone: {e}") from e
-        try:
-            if not _sealed_against_shrinking(descriptor):
-                raise ValueError(f"fd {fd} of pid {self._pid} is not a memory file sealed "
-                                 "against shrinking")
-            region_map = mmap.mmap(descriptor, 0, prot=mmap.PROT_READ)
-        finally:
-            os.close(descriptor)
-        if len(region_map) < _ALIGN or _NONCE.unpack_from(region_map)[0] != nonce:
-            region_map.close()
-            raise ValueError(f"fd {fd} of pid {self._pid} is no longer the shared-memory "
-                             "region a message referenced")
+        region_map, self._one_call = memory_files.map_peer_region(self._pid, fd, nonce)
         self._key, self._map, self._view = (fd, nonce), region_map, memoryview(region_map)
-
-
-def _open_peer_file(pid: int, fd: int) -> int:
-    """Opens a file another process holds open, read-only. Without blocking, and only a
-    regular file (a memory file is one), looked at through an `O_PATH` descriptor before it
-    is opened: a reference must never make us wait on a pipe or open a device."""
-    found = os.open(f"/proc/{pid}/fd/{fd}", os.O_PATH | os.O_CLOEXEC)
-    try:
-        if not stat.S_ISREG(os.fstat(found).st_mode):
-            raise OSError(f"fd {fd} of pid {pid} is not a memory file")
-        return os.open(f"/proc/self/fd/{found}", os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
-    finally:
-        os.close(found)
-
-
-def _sealed_against_shrinking(descriptor: int) -> bool:
-    try:
-        return bool(fcntl.fcntl(descriptor, fcntl.F_GET_SEALS) & fcntl.F_SEAL_SHRINK)
-    except OSError:  # not a memory file
-        return False
 
 
 class Lane:
@@ -319,41 +328,3 @@ class Lane:
         self.reader.close()
 
 
-# ----------------------------------------------------------------------------- probes
-
-_probe_lock = threading.Lock()
-# The pid that made the probe, the probe's region and its 'pid:fd:nonce' (both None when no
-# memory file could be made), kept for the life of the process.
-_probe: tuple[int, _Region | None, str | None] | None = None
-
-
-def local_probe() -> str | None:
-    """This process's probe, 'pid:fd:nonce' (made once per process); None if this process
-    cannot make memory files (then it uses no shared memory at all)."""
-    global _probe
-    with _probe_lock:
-        if _probe is None or _probe[0] != os.getpid():  # a forked child makes its own
-            try:
-                region = _Region(_ALIGN)
-                _probe = (os.getpid(), region, f"{os.getpid()}:{region.fd}:{region.nonce}")
-            except OSError:  # e.g. memfd_create forbidden by a seccomp profile
-                _probe = (os.getpid(), None, None)
-        return _probe[2]
-
-
-def verify_probe(probe: str) -> int | None:
-    """Reads a peer's probe; returns the peer's pid when its region is readable from here."""
-    try:
-        pid, fd, nonce = (int(field) for field in probe.split(":"))
-        return pid if _read_nonce(pid, fd) == nonce else None
-    except (ValueError, OSError):
-        return None
-
-
-def _read_nonce(pid: int, fd: int) -> int:
-    descriptor = _open_peer_file(pid, fd)
-    try:
-        head = os.pread(descriptor, _NONCE.size, 0)
-    finally:
-        os.close(descriptor)
-    return _NONCE.unpack(head)[0] if len(head) == _NONCE.size else -1

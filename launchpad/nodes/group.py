@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from launchpad import courier
+from launchpad import context, courier
 from launchpad.nodes.base import Handle
 from launchpad.nodes.dereference import Dereferenceable
 
@@ -71,7 +71,11 @@ class GroupHandle(Dereferenceable):
                 raise TypeError(f"Member {handle.node_name} of a group handle gives "
                                 f"{type(client).__name__}, not a courier client: group calls "
                                 "need CourierNodes")
-        return courier.GroupClient(clients, [handle.node_name for handle in self._handles])
+        group = courier.GroupClient(clients, [handle.node_name for handle in self._handles])
+        node_context = context.current_or_none()
+        if node_context is not None:  # its broadcast failures are in the node's telemetry
+            node_context.groups.add(group)
+        return group
 
     def __repr__(self) -> str:
         names = [handle.node_name for handle in self._handles[:3]]

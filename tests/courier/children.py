@@ -7,6 +7,7 @@ so it never outlives the process that started it, even one that was killed.
 from __future__ import annotations
 
 import contextlib
+import os
 import select
 import subprocess
 import textwrap
@@ -15,8 +16,8 @@ from typing import IO
 
 PORT_TIMEOUT_SECS = 30.0
 
-# A child serving `ping` and `identity`, with the token of its first argument (for
-# child_server: `[sys.executable, "-c", ECHO_SERVER, token]`).
+# A child serving `ping`, `identity` and `nbytes` (of a buffer), with the token of its first
+# argument (for child_server: `[sys.executable, "-c", ECHO_SERVER, token]`).
 ECHO_SERVER = textwrap.dedent("""
     import sys
     from launchpad import courier
@@ -27,6 +28,9 @@ ECHO_SERVER = textwrap.dedent("""
 
         def identity(self, value):
             return value
+
+        def nbytes(self, value):
+            return memoryview(value).nbytes
 
     server = courier.Server(Echo(), token=sys.argv[1])
     server.start()
@@ -59,3 +63,16 @@ def child_server(argv: Sequence[str], *, env: dict[str, str] | None = None,
             proc.kill()
             proc.wait()
         proc.stdout.close()
+
+
+def memory_regions(pid: int | str = "self") -> int:
+    """How many courier memory regions (its probe included) process `pid` holds: its own, and
+    its peers' it has mapped. Distinct files, as a mapping keeps a descriptor of its own
+    (counted through /proc: files `memfd:launchpad-courier` the process holds open)."""
+    regions = set()
+    for name in os.listdir(f"/proc/{pid}/fd"):
+        path = f"/proc/{pid}/fd/{name}"
+        with contextlib.suppress(OSError):
+            if os.readlink(path).startswith("/memfd:launchpad-courier"):
+                regions.add(os.stat(path).st_ino)
+    return len(regions)

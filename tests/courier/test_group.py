@@ -9,6 +9,7 @@ import pickle
 import threading
 import time
 
+import numpy as np
 import pytest
 
 from launchpad import courier
@@ -176,3 +177,17 @@ def test_a_group_call_error_travels_whole(group):
     assert again.failed == ["member/0"] and again.results[1:] == [(1, None), (2, None),
                                                                   (3, None)]
     assert isinstance(again.results[0], ValueError) and str(again) == str(raised.value)
+
+
+def test_a_large_argument_reaches_every_member_whole(group):
+    # On a lane it travels through one shared region; in-process and on gRPC, inline.
+    members, made = group
+    array = np.arange(1 << 17, dtype=np.float64)
+    made.call.whoami(array)
+    made.broadcast.whoami(array[::-1].copy())
+    deadline = time.monotonic() + 10
+    while min(len(m.seen) for m in members) < 2 and time.monotonic() < deadline:
+        threading.Event().wait(0.01)
+    for member in members:
+        assert np.array_equal(member.seen[0], array)
+        assert np.array_equal(member.seen[1], array[::-1])

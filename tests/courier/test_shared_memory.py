@@ -1,7 +1,7 @@
 """The same-host shortcut: large parts through shared memory, between real servers and clients.
 
-Regions are counted through /proc (files `memfd:launchpad-courier` a process holds open), which
-is how a test sees that parts really went through shared memory, and that all are given back.
+Regions are counted through /proc (children.memory_regions), which is how a test sees that
+parts really went through shared memory, and that all are given back.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import textwrap
 import numpy as np
 import pytest
 
-from launchpad.courier import errors, serialization, shared_memory, streams
+from launchpad.courier import errors, memory_files, serialization, shared_memory, streams
 from launchpad.courier.serialization import Kind
-from tests.courier.children import child_server
+from tests.courier.children import child_server, memory_regions
 from tests.courier.conftest import TOKEN, assert_server_ends_stream, open_raw_channel
 
 pytestmark = [
@@ -31,18 +31,6 @@ pytestmark = [
 LARGE = shared_memory.INLINE_LIMIT
 
 
-def _regions(pid: int | str = "self") -> int:
-    """How many courier memory regions (its probe included) process `pid` holds: its own, and
-    its peers' it has mapped. Distinct files, as a mapping keeps a descriptor of its own."""
-    regions = set()
-    for name in os.listdir(f"/proc/{pid}/fd"):
-        path = f"/proc/{pid}/fd/{name}"
-        with contextlib.suppress(OSError):
-            if os.readlink(path).startswith("/memfd:launchpad-courier"):
-                regions.add(os.stat(path).st_ino)
-    return len(regions)
-
-
 def _array(nbytes: int, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).random(nbytes // 8)
 
@@ -50,8 +38,8 @@ def _array(nbytes: int, seed: int = 0) -> np.ndarray:
 @pytest.fixture
 def regions_before():
     """The number of regions this process holds before the test (its probe made first)."""
-    shared_memory.local_probe()
-    return _regions()
+    memory_files.local_probe()
+    return memory_regions()
 
 
 # ----------------------------------------------------------------------------- writer and reader
@@ -87,17 +75,17 @@ def test_a_region_outgrown_stays_readable_until_the_next_reset(regions_before):
     try:
         small = writer.place([b"s" * LARGE])[0]
         large = writer.place([b"L" * (4 << 20)])[0]  # does not fit: a new, larger region
-        assert _regions() == regions_before + 2
+        assert memory_regions() == regions_before + 2
         assert bytes(reader.take(memoryview(small))) == b"s" * LARGE
         assert bytes(reader.take(memoryview(large))) == b"L" * (4 << 20)
         writer.reset()
-        assert _regions() == regions_before + 1
+        assert memory_regions() == regions_before + 1
         with pytest.raises(ValueError, match="gone|no longer"):
             reader.take(memoryview(small))
     finally:
         writer.close()
         reader.close()
-    assert _regions() == regions_before
+    assert memory_regions() == regions_before
 
 
 def test_a_region_much_larger_than_messages_need_is_given_back():
@@ -143,12 +131,12 @@ def test_a_reference_outside_its_region_is_refused():
 
 
 def test_probes():
-    assert shared_memory.verify_probe(shared_memory.local_probe()) == os.getpid()
-    pid, fd, nonce = shared_memory.local_probe().split(":")
-    assert shared_memory.verify_probe(f"{pid}:{fd}:{int(nonce) ^ 1}") is None
-    assert shared_memory.verify_probe(f"{pid}:999999:{nonce}") is None
-    assert shared_memory.verify_probe("not a probe") is None
-    assert shared_memory.verify_probe("") is None
+    assert memory_files.verify_probe(memory_files.local_probe()) == os.getpid()
+    pid, fd, nonce = memory_files.local_probe().split(":")
+    assert memory_files.verify_probe(f"{pid}:{fd}:{int(nonce) ^ 1}") is None
+    assert memory_files.verify_probe(f"{pid}:999999:{nonce}") is None
+    assert memory_files.verify_probe("not a probe") is None
+    assert memory_files.verify_probe("") is None
 
 
 @pytest.mark.parametrize("address, same", [
@@ -190,14 +178,14 @@ def test_large_values_cross_both_ways_through_shared_memory(serve, connect, regi
     assert not result.flags.writeable  # as inline arrays: read-only views
     assert client.identity(b"b" * (3 * LARGE)) == b"b" * (3 * LARGE)  # an in-band pickle
     # One region written by the client and one by the server.
-    assert _regions() == regions_before + 2
+    assert memory_regions() == regions_before + 2
 
 
 def test_a_small_call_gets_a_large_reply_through_shared_memory(serve, connect, regions_before):
     client = connect(serve(Arrays(), token=TOKEN), token=TOKEN)
     client.zeros(1)
     assert client.zeros(1 << 20).nbytes == 4 << 20
-    assert _regions() == regions_before + 1  # only the server wrote a region
+    assert memory_regions() == regions_before + 1  # only the server wrote a region
 
 
 def test_calls_in_flight_together_share_one_message_and_region(serve, connect):
@@ -216,10 +204,10 @@ def test_regions_are_given_back_when_client_and_server_stop(serve, connect, regi
         client.identity(_array(2 << 20))
     with concurrent.futures.ThreadPoolExecutor(4) as pool:  # several streams, several lanes
         list(pool.map(client.sum, [_array(LARGE, seed) for seed in range(8)]))
-    assert _regions() > regions_before
+    assert memory_regions() > regions_before
     client.close()
     server.stop()
-    assert _regions() == regions_before
+    assert memory_regions() == regions_before
 
 
 def test_with_the_switch_off_large_values_travel_inline(serve, connect, monkeypatch,
@@ -229,7 +217,7 @@ def test_with_the_switch_off_large_values_travel_inline(serve, connect, monkeypa
     array = _array(2 << 20)
     for _ in range(2):
         assert np.array_equal(client.identity(array), array)
-    assert _regions() == regions_before
+    assert memory_regions() == regions_before
 
 
 def test_when_no_region_can_be_had_parts_travel_inline(serve, connect, monkeypatch,
@@ -243,7 +231,7 @@ def test_when_no_region_can_be_had_parts_travel_inline(serve, connect, monkeypat
     monkeypatch.setattr(os, "posix_fallocate", no_memory)
     array = _array(2 << 20)
     assert np.array_equal(client.identity(array), array)
-    assert _regions() == regions_before
+    assert memory_regions() == regions_before
 
 
 def _stream_with_lane(channel) -> streams.ClientStream:
@@ -327,8 +315,8 @@ def test_another_process_on_this_host_shares_memory_both_ways(connect, regions_b
         array = _array(8 << 20, seed=3)
         assert np.array_equal(client.identity(array), array)
         assert client.zeros(1 << 20).sum() == 0.0
-        assert _regions() == regions_before + 2  # our requests' region, the child's replies'
-        assert _regions(pid) == 3  # the child's probe, and the same two regions
+        assert memory_regions() == regions_before + 2  # our requests' region, the child's replies'
+        assert memory_regions(pid) == 3  # the child's probe, and the same two regions
         client.close()
 
 
@@ -338,8 +326,8 @@ def test_a_process_with_the_switch_off_is_answered_inline(connect, regions_befor
         array = _array(2 << 20, seed=4)
         for _ in range(2):
             assert np.array_equal(client.identity(array), array)
-        assert _regions() == regions_before
-        assert _regions(pid) == 0
+        assert memory_regions() == regions_before
+        assert memory_regions(pid) == 0
         client.close()
 
 
@@ -355,7 +343,7 @@ def test_a_probe_naming_a_pipe_is_refused_without_waiting(tmp_path):
     os.mkfifo(fifo)
     held = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # no writer: a plain open would wait
     try:
-        assert shared_memory.verify_probe(f"{os.getpid()}:{held}:1") is None
+        assert memory_files.verify_probe(f"{os.getpid()}:{held}:1") is None
     finally:
         os.close(held)
 

@@ -119,7 +119,8 @@ _samples = st.builds(
     st.one_of(st.none(), st.floats(0, 1e6), st.floats(), st.integers(), wire.values),
     st.one_of(st.none(), st.integers(0, 1 << 40), st.integers(), wire.values),
     st.one_of(st.dictionaries(st.text(max_size=5), _counts, max_size=2), wire.values),
-    st.one_of(st.floats(0, 2e9), st.floats(), st.integers(-(10 ** 30), 10 ** 30), wire.values))
+    st.one_of(st.floats(0, 2e9), st.floats(), st.integers(-(10 ** 30), 10 ** 30), wire.values),
+    st.one_of(st.dictionaries(st.text(max_size=5), st.integers(), max_size=2), wire.values))
 # Values of each type the protocol takes: the telling ones, and any.
 _OF_TYPE = {
     str: st.one_of(st.sampled_from(["worker", "other", "", "run"]), st.text(max_size=30),

@@ -22,7 +22,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from launchpad.courier import errors, serialization, shared_memory, streams
+from launchpad.courier import errors, memory_files, serialization, shared_memory, streams
 from launchpad.courier.serialization import Kind
 from tests.courier.conftest import TOKEN, open_raw_channel
 from tests.fuzz import wire
@@ -47,7 +47,7 @@ class Descriptors:
         self.fds = {"pipe": self._pipe[0], "socket": self._sockets[0].fileno(),
                     "file": self._file.fileno(),
                     "unsealed": os.memfd_create("launchpad-fuzz-unsealed", os.MFD_CLOEXEC)}
-        probe_fd, probe_nonce = shared_memory.local_probe().split(":")[1:]
+        probe_fd, probe_nonce = memory_files.local_probe().split(":")[1:]
         self.fds["probe"] = int(probe_fd)
         self.probe_nonce = int(probe_nonce)
 
@@ -149,7 +149,7 @@ def test_a_reference_to_a_pipe_is_refused_without_opening_it(tmp_path):
     writer.start()
     try:
         _wait_until_waiting_for_a_reader(writer)
-        assert shared_memory.verify_probe(f"{os.getpid()}:{held}:1") is None
+        assert memory_files.verify_probe(f"{os.getpid()}:{held}:1") is None
         with pytest.raises(ValueError, match="is gone"):
             shared_memory.Reader(os.getpid()).take(memoryview(
                 wire.REFERENCE.pack(held, 1, 64, 1)))

@@ -16,7 +16,13 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from launchpad.courier import errors, local_sockets, serialization, shared_memory, streams
+from launchpad.courier import (
+    errors,
+    local_sockets,
+    memory_files,
+    serialization,
+    streams,
+)
 from launchpad.courier.local_client import LocalStream
 from launchpad.courier.serialization import Kind
 from tests.courier.conftest import TOKEN, TRANSPORTS, open_raw_channel
@@ -185,7 +191,7 @@ _server_records = st.lists(st.one_of(
     st.builds(wire.record, st.sampled_from([local_sockets.ANSWER, local_sockets.MESSAGE,
                                             local_sockets.STATUS]), st.binary(max_size=40)),
     st.builds(wire.record, st.integers(0, 255), st.binary(max_size=20), wire.lying_lengths),
-    st.just(wire.record(local_sockets.ANSWER, (shared_memory.local_probe() or "").encode())),
+    st.just(wire.record(local_sockets.ANSWER, (memory_files.local_probe() or "").encode())),
     st.builds(lambda code, details: wire.record(local_sockets.STATUS,
                                                 local_sockets.status(code, details)),
               st.sampled_from(list(grpc.StatusCode)), st.text(max_size=20)),

@@ -1,18 +1,21 @@
 """Group handles under every launch type: `program.group_handle(label)` and
 `lp.GroupHandle(handles)` become a GroupClient in a node (also inside a dataclass), whose
 calls go to every member in order, fail partially with every member's outcome, scatter,
-choose a live member, and are drawn as one edge to the group."""
+choose a live member, and are drawn as one edge to the group; the failures of a node's
+broadcasts are in its status."""
 
 from __future__ import annotations
 
 import dataclasses
 import os
 import signal
+import threading
 import time
 
 import pytest
 
 import launchpad as lp
+from launchpad.launch.runtime import status_text
 from tests.launch.helpers import TIMEOUT
 
 pytestmark = pytest.mark.timeout(4 * TIMEOUT)
@@ -123,3 +126,36 @@ def test_the_picture_draws_one_edge_to_the_group():
     dot = program.to_dot(collapse_at=None)
     edges = [line for line in dot.splitlines() if "->" in line]
     assert len(edges) == 1 and "lhead=" in edges[0], dot
+
+
+class Broadcaster:
+    def __init__(self, actors):
+        self._actors = actors
+
+    def broadcast_fail_if(self, index):
+        self._actors.broadcast.fail_if(index)
+
+
+def test_broadcast_failures_are_in_the_callers_status(launch_processes):
+    program = lp.Program("group-broadcast")
+    with program.group("actor"):
+        for i in range(3):
+            program.add_node(lp.CourierNode(Actor, i))
+    caller = program.add_node(lp.CourierNode(Broadcaster, program.group_handle("actor")),
+                              label="caller")
+    controller = launch_processes(program)
+    client = caller.dereference()
+    client.broadcast_fail_if(1)
+    client.broadcast_fail_if(1)
+    client.broadcast_fail_if(2)
+    deadline = time.monotonic() + TIMEOUT
+    while True:  # until the caller's telemetry (every REPORT_SECS) has brought them
+        status = controller.status()
+        node = next(n for n in status.nodes if n.name == "caller/0")
+        if node.broadcast_errors == {"actor/1": 2, "actor/2": 1}:
+            break
+        assert time.monotonic() < deadline, node.broadcast_errors
+        threading.Event().wait(0.1)
+    assert not any(n.broadcast_errors for n in status.nodes if n.name != "caller/0")
+    assert "caller/0: broadcasts that failed: actor/1 2, actor/2 1" in status_text.caption(
+        status)

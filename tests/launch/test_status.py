@@ -154,6 +154,9 @@ def test_reports_of_a_run_the_controller_gave_up_are_dropped():
                                                                             "running", 1)
     with pytest.raises(TypeError, match="NodeSample"):
         book.report(("n", 0), "second", {"cpu_secs": 1})
+    for bad in ({"actor/1": -1}, {3: 1}, ["actor/1"]):
+        with pytest.raises(TypeError, match="broadcast_errors"):
+            book.report(("n", 0), "second", telemetry.NodeSample(1.0, 1, {}, 1.0, bad))
 
 
 def test_cpu_share_and_call_rates_come_from_the_last_two_samples():

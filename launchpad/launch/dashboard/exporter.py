@@ -14,6 +14,8 @@ so nothing is kept or updated between scrapes. Every series has the labels `prog
     launchpad_rpc_calls_total            calls its courier servers answered, per method
     launchpad_rpc_errors_total           those that raised
     launchpad_rpc_latency_seconds        their durations (buckets: courier's LATENCY_BOUNDS_SECS)
+    launchpad_broadcast_errors_total     broadcasts of the node's group calls that failed, per
+                                         member (label `member`)
 
 CPU, memory and the RPC counters start again from zero when a node restarts (a counter reset,
 as Prometheus expects of a restarted process). prometheus-client is the `dashboard` extra,
@@ -91,6 +93,9 @@ class _Collector:
         latency = HistogramMetricFamily("launchpad_rpc_latency_seconds",
                                         "How long the node took to answer calls",
                                         labels=rpc_labels)
+        broadcast_errors = CounterMetricFamily(
+            "launchpad_broadcast_errors", "Broadcasts of the node's group calls that failed",
+            labels=[*_NODE_LABELS, "member"])
         bounds = [floatToGoString(b) for b in LATENCY_BOUNDS_SECS] + ["+Inf"]
         for node in status.nodes:
             labels = [status.program, node.name, node.label, str(node.index)]
@@ -113,4 +118,7 @@ class _Collector:
                     [*labels, method],
                     list(zip(bounds, itertools.accumulate(counts.buckets), strict=True)),
                     sum_value=counts.total_secs)
-        yield from (up, state, restarts, failures, cpu, memory, uptime, calls, errors, latency)
+            for member, count in sorted(node.broadcast_errors.items()):
+                broadcast_errors.add_metric([*labels, member], count)
+        yield from (up, state, restarts, failures, cpu, memory, uptime, calls, errors, latency,
+                    broadcast_errors)

@@ -9,6 +9,7 @@ node's stop.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import threading
 from typing import Any
@@ -30,8 +31,21 @@ def sample(node_context: context.NodeContext, own_process: bool) -> telemetry.No
     """What the node measures of itself now."""
     methods = courier.summed_metrics([server.metrics.snapshot() for server in node_context.servers])
     if own_process:
-        return telemetry.sample_process(methods)
-    return telemetry.NodeSample(cpu_secs=None, memory_bytes=None, methods=methods)
+        made = telemetry.sample_process(methods)
+    else:
+        made = telemetry.NodeSample(cpu_secs=None, memory_bytes=None, methods=methods)
+    made.broadcast_errors = _broadcast_errors(node_context)
+    return made
+
+
+def _broadcast_errors(node_context: context.NodeContext) -> dict[str, int]:
+    """Member -> broadcasts of the node's group clients that failed there (none: no entry)."""
+    failed: collections.Counter[str] = collections.Counter()
+    for group in list(node_context.groups):
+        for member, count in group.broadcast_errors().items():
+            if count:
+                failed[member] += count
+    return dict(failed)
 
 
 def _report_until_stop(node_context: context.NodeContext, instance: str,

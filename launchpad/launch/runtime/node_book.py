@@ -130,6 +130,7 @@ def _status(unit: NodeKey, entry: _Unit, addresses: dict[str, str],
     if (previous is not None and interval > 0 and sample.cpu_secs is not None
             and previous.cpu_secs is not None):
         status.cpu_percent = 100.0 * (sample.cpu_secs - previous.cpu_secs) / interval
+    status.broadcast_errors = dict(sample.broadcast_errors)
     before = previous.methods if previous is not None else {}
     status.methods = {
         name: telemetry.method_status(counts, before.get(name), interval)

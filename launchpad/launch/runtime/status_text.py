@@ -47,6 +47,10 @@ def caption(status: telemetry.ProgramStatus) -> str:
             last = node.failures[-1]
             restarted = " (restarted)" if last.restarted else ""
             lines.append(f"{node.name}: {last.reason}{restarted}")
+        if node.broadcast_errors:
+            failed = ", ".join(f"{member} {count}" for member, count
+                               in sorted(node.broadcast_errors.items()))
+            lines.append(f"{node.name}: broadcasts that failed: {failed}")
     if status.log_dir:
         lines.append(f"logs: {status.log_dir}")
     return "\n".join(lines)
