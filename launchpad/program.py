@@ -102,7 +102,8 @@ class StatePolicy:
 
     A node's object that defines `save_state(self) -> object` and `restore_state(self,
     state)` is saved every `every_secs`, at a graceful stop (Slurm's time-limit signal and a
-    pod's SIGTERM are graceful stops), and restored before it serves anything. The last
+    pod's SIGTERM are graceful stops), when its run() raises (before its restart), and
+    restored before it serves anything. The last
     `keep` states of each node are kept, in `dir` (default: the run's folder, ~/.launchpad,
     on the shared filesystem under Slurm), each written whole and private to its user. A
     save never runs while one of the node's courier handlers does, unless its class sets

@@ -11,7 +11,7 @@ from __future__ import annotations
 import abc
 import contextlib
 import functools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import portpicker
@@ -262,6 +262,22 @@ def running_state() -> Any:
     when its group keeps no state or no launched node runs here."""
     found = context.current_or_none()
     return found.state if found is not None else None
+
+
+def run_keeping_state(run: Callable[[], Any]) -> None:
+    """Runs a node's object's `run()`. When the node keeps state: a run that raises saves it
+    first, its object still able to answer (for the restart, or a later resume), and a save
+    that failed meanwhile fails the node once `run()` returns."""
+    state = running_state()
+    state = state if state is not None and state.attached else None
+    try:
+        run()
+    except Exception:
+        if state is not None:
+            state.save_after_failure(context.current().termination_notice_secs)
+        raise
+    if state is not None and state.failure is not None:
+        raise state.failure
 
 
 def run_in_context(node: Node, node_context: context.NodeContext) -> BaseException | None:

@@ -277,3 +277,18 @@ def test_a_detached_programs_node_restarts_from_its_state(launch_failing, box):
     assert results.get() == 3
     assert controller.wait(TIMEOUT)
     assert controller.restarts() == {"counter/0": 1}
+
+
+@pytest.mark.parametrize("launch_failing", LOCAL, indirect=True)
+def test_a_node_whose_run_fails_is_saved_before_its_restart(launch_failing):
+    program, (handle,) = _program(every_secs=3600)  # no save of the period's in this test
+    controller = launch_failing(program)
+    client = handle.dereference()
+    for _ in range(3):
+        client.add()
+    assert _latest_count(controller) is None
+    client.fail()  # its run() raises; its object can still answer save_state()
+    assert controller.wait_for_restarts("counter/0", 1, TIMEOUT)
+    _until(lambda: _reached(handle), "the restarted node answered")
+    count, restored, _ = handle.dereference().status()
+    assert restored == 3 and count == 3

@@ -7,7 +7,8 @@ and read, and when a node's object is saved.
 A node's object that defines `save_state()` and `restore_state(state)` is, once built and
 before its server serves anything, given its latest state: of this run (a restarted node),
 else of the run resumed (`lp.launch(..., resume=RUN_ID)`). It is saved every `every_secs`
-and when its node stops gracefully, and the last `keep` states stay.
+when its node stops gracefully, and when its run fails while its object can still answer
+(before a restart); the last `keep` states stay.
 
 * **Whole or not at all.** A state is written to a temporary file, flushed to disk (fsync),
   then renamed into place: a save cut short (the node killed) leaves the previous states,
@@ -204,6 +205,17 @@ class NodeState:
                 or getattr(instance, "save_state_concurrently", False)):
             return instance
         return _Guarded(instance, self._lock)
+
+    def save_after_failure(self, timeout: float) -> None:
+        """Saves the state of a node whose run failed while its object can still answer
+        (unless a save failed already), waiting at most `timeout` for calls under way. A
+        save that fails now leaves the previous states; the node's failure stays its run's."""
+        if self._instance is None or self.failure is not None:
+            return
+        saver = threading.Thread(target=self._save, daemon=True,
+                                 name=f"lp-state-{self._name}-failed")
+        saver.start()
+        saver.join(timeout)
 
     def _last_save(self) -> None:
         """A graceful stop's save, after which `wait` returns."""

@@ -164,9 +164,7 @@ def run_or_wait(run: Callable[[], Any] | None, node: context.NodeContext) -> Non
     last state saved, if it keeps one). A save of its state that failed fails it."""
     state = node.state if node.state is not None and node.state.attached else None
     if run is not None:
-        run()
-        if state is not None and state.failure is not None:
-            raise state.failure
+        base.run_keeping_state(run)
     elif state is not None:
         state.wait()
     else:

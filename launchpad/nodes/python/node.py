@@ -97,10 +97,7 @@ class PyClassNode(PyNode):
         try:
             instance = self._construct_instance()
             if self.runs_object(instance):
-                instance.run()
-                state = base.running_state()
-                if state is not None and state.failure is not None:
-                    raise state.failure
+                base.run_keeping_state(instance.run)
             else:
                 logging.info("%r: its object has no run() (or disable_run() was called); "
                              "done", self)
