@@ -17,7 +17,9 @@ A failure with restarts left waits for the new pod; with none left it stops the 
 nodes see it and exit). SIGTERM (Kubernetes deleting this pod, when the launch is stopped)
 stops the program gracefully. At the end it prints the outcome as one line,
 `launchpad-outcome: {json}` (the launching process reads it from this pod's log), and exits 0
-(the program finished or was stopped) or 1 (a node failed).
+(the program finished or was stopped) or 1 (a node failed). Before it serves, it prepares the
+launch's states (kubernetes/states.py); a resume it refuses is its outcome
+(`{"refused": why}`, exit 1), and no node starts.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import cloudpickle
 
 from launchpad.context import LaunchType
 from launchpad.launch.kubernetes import pod as kubernetes_pod
+from launchpad.launch.kubernetes import states as kubernetes_states
 from launchpad.launch.kubernetes.manifests import LaunchSpec
 from launchpad.launch.runtime import errors
 from launchpad.launch.runtime.controller import Controller
@@ -167,6 +170,13 @@ def outcome(controller: Controller, failure: errors.NodeFailedError | None) -> d
             "exit_codes": controller.exit_codes(), "restarts": controller.restarts()}
 
 
+def refused(program_name: str, error: errors.StateError) -> dict[str, Any]:
+    """The outcome of a launch whose controller refused to start it: no node ran."""
+    return {"program": program_name, "failed_node": None, "reason": "", "traceback": "",
+            "stop_reason": f"refused: {error}", "exit_codes": {}, "restarts": {},
+            "refused": str(error)}
+
+
 def run(path: str) -> int:
     """Controls the program of the launch spec at `path` (mounted, sealed); its exit status."""
     token, tls = kubernetes_pod.read_secret(os.environ[kubernetes_pod.SECRET_DIR_ENV])
@@ -174,6 +184,12 @@ def run(path: str) -> int:
     if not isinstance(launch_spec, LaunchSpec):
         raise TypeError(f"{path} holds a {type(launch_spec).__name__}, not a launch spec")
     program: Program = cloudpickle.loads(launch_spec.program)
+    try:  # before anything serves: a resume refused starts no node
+        kubernetes_states.prepare(program, launch_spec.launch_id, launch_spec.resume,
+                                  launch_spec.resume_partial)
+    except errors.StateError as e:
+        print(OUTCOME_PREFIX + json.dumps(refused(program.name, e)), flush=True)
+        return 1
     controller = Controller(
         program, termination_notice_secs=launch_spec.termination_notice_secs,
         liveness_timeout_secs=launch_spec.liveness_timeout_secs, host="0.0.0.0",

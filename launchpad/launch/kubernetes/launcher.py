@@ -119,7 +119,8 @@ def launch(program: Program, options: LaunchOptions) -> KubernetesController:
     manifests = kubernetes_manifests.build(
         program, options.resources, options.settings, tls=options.tls,
         termination_notice_secs=options.clocks.termination_notice_secs,
-        liveness_timeout_secs=options.clocks.liveness_timeout_secs)
+        liveness_timeout_secs=options.clocks.liveness_timeout_secs, resume=options.resume,
+        resume_partial=options.resume_partial)
     api = Api.connect()
     controller = KubernetesController(api, manifests.namespace, manifests.launch_id,
                                       program.name)
@@ -163,7 +164,7 @@ class KubernetesController(RemoteController):
         self.run_id = launch_id
         self.namespace = namespace
         self.program_name = program_name
-        self.failure: errors.NodeFailedError | None = None
+        self.failure: errors.NodeFailedError | errors.StateError | None = None
         self.stop_reason = ""
         self._api = api
         self._job = kubernetes_manifests.controller_name(launch_id)
@@ -203,6 +204,8 @@ class KubernetesController(RemoteController):
           True once the program has ended; False if `timeout` seconds passed first.
         Raises:
           NodeFailedError: a node failed (the first one), with its traceback.
+          StateError: the controller refused to resume the launch named by `resume=` (the
+            launch's objects are deleted then: none of its nodes ran).
           KubernetesError: the controller's Job ended without saying how the program did.
         """
         if self._outcome is None:
@@ -218,7 +221,10 @@ class KubernetesController(RemoteController):
                     f"saying how the program did; see `kubectl logs -n {self.namespace} "
                     f"job/{self._job}`")
             self.stop_reason = self.stop_reason or self._outcome["stop_reason"]
-            if self._outcome["failed_node"]:
+            if self._outcome.get("refused"):  # no node ran: nothing of the launch is kept
+                self.failure = errors.StateError(self._outcome["refused"])
+                self.delete_all()
+            elif self._outcome["failed_node"]:
                 self.failure = errors.NodeFailedError(
                     self.program_name, self._outcome["failed_node"], self._outcome["reason"],
                     self._outcome["traceback"])

@@ -27,7 +27,6 @@ import base64
 import dataclasses
 import hashlib
 import math
-import os
 import pickle
 import re
 import secrets
@@ -39,15 +38,15 @@ import cloudpickle
 from launchpad.context import LaunchType
 from launchpad.courier import TLS
 from launchpad.launch.kubernetes import pod as kubernetes_pod
+from launchpad.launch.kubernetes import states
 from launchpad.launch.kubernetes.settings import KubernetesSettings
-from launchpad.launch.runtime import ending, spec, state_store
+from launchpad.launch.runtime import ending, spec
 from launchpad.launch.runtime import resources as resources_lib
 from launchpad.launch.runtime.resources import Resources
 from launchpad.program import Program
 
 SECRET_MOUNT = "/var/run/launchpad/secret"
 SPECS_MOUNT = "/var/run/launchpad/specs"
-STATE_MOUNT = "/var/run/launchpad/state"  # the state volume, in the pods of stateful groups
 PROGRAM_LABEL = "launchpad.dev/program"
 LAUNCH_LABEL = "launchpad.dev/launch"
 ROLE_LABEL = "launchpad.dev/role"  # "controller" or "node"
@@ -71,6 +70,9 @@ class LaunchSpec:
     startup_timeout_secs: float
     port: int
     service_host: str  # the controller Service's DNS name, which nodes dial
+    launch_id: str
+    resume: str | None  # the launch whose states the stateful nodes start from
+    resume_partial: bool
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,7 +100,8 @@ class _SpecContext:
 def kubernetes_manifests(program: Program, resources: Mapping[str, Resources] | None = None,
                          settings: KubernetesSettings | None = None, *,
                          tls: TLS | bool | None = None, termination_notice_secs: float = 10.0,
-                         liveness_timeout_secs: float = 10.0) -> list[dict[str, Any]]:
+                         liveness_timeout_secs: float = 10.0, resume: str | None = None,
+                         resume_partial: bool = False) -> list[dict[str, Any]]:
     """The Kubernetes objects that run `program`, as plain dicts, applying nothing.
 
     Apply them in order (e.g. `kubectl apply -f`); delete them by the label
@@ -112,6 +115,9 @@ def kubernetes_manifests(program: Program, resources: Mapping[str, Resources] | 
       tls: an lp.TLS, or True for certificates made now; None: plaintext (with the token).
       termination_notice_secs: the grace period nodes get after a stop.
       liveness_timeout_secs: a node silent this long is lost.
+      resume: the id of an earlier launch (its `launchpad.dev/launch` label) whose states,
+        on the same state volume, the stateful nodes start from (kubernetes/states.py).
+      resume_partial: resume even where the programs' groups differ.
     Raises:
       ValueError, TypeError: bad input, named.
     """
@@ -119,7 +125,8 @@ def kubernetes_manifests(program: Program, resources: Mapping[str, Resources] | 
         tls = TLS.generate()
     return build(program, resources, settings, tls=tls or None,
                  termination_notice_secs=termination_notice_secs,
-                 liveness_timeout_secs=liveness_timeout_secs).objects
+                 liveness_timeout_secs=liveness_timeout_secs, resume=resume,
+                 resume_partial=resume_partial).objects
 
 
 def check_settings(settings: Any) -> KubernetesSettings:
@@ -140,7 +147,8 @@ def check_settings(settings: Any) -> KubernetesSettings:
 
 def build(program: Program, resources: Mapping[str, Resources] | None,
           settings: KubernetesSettings | None, *, tls: TLS | None,
-          termination_notice_secs: float, liveness_timeout_secs: float) -> Manifests:
+          termination_notice_secs: float, liveness_timeout_secs: float,
+          resume: str | None = None, resume_partial: bool = False) -> Manifests:
     """The launch's objects (see the module doc); what `kubernetes_manifests` returns and
     kubernetes/launcher.py applies."""
     if not isinstance(program, Program) or not program.get_all_nodes():
@@ -156,6 +164,7 @@ def build(program: Program, resources: Mapping[str, Resources] | None,
         if bad:
             raise ValueError(f"resources[{group!r}].extra names {bad}, which are not "
                              "Kubernetes resource names (e.g. 'example.com/fpga')")
+    keeps_state = states.check(program, settings, resume)
     launch_id = _launch_id(program.name)
     builder = _Builder(program, settings, launch_id, termination_notice_secs)
     token = secrets.token_hex(16)
@@ -165,7 +174,7 @@ def build(program: Program, resources: Mapping[str, Resources] | None,
     specs, services, jobs = {}, [builder.service(controller, "controller")], []
     for node in program.get_all_nodes():
         name = _name(launch_id, f"{_dns(node.label)}-{node.index}")
-        state = _state_spec(program, node.label, settings, launch_id)
+        state = states.node_spec(program, node.label, launch_id, resume)
         node_spec = spec.make_spec(
             node, context, node.label, node.index,
             termination_notice_secs=termination_notice_secs,
@@ -183,14 +192,15 @@ def build(program: Program, resources: Mapping[str, Resources] | None,
             grace=termination_notice_secs, keeps_state=state is not None))
     specs[CONTROLLER_SPEC] = kubernetes_pod.seal(pickle.dumps(LaunchSpec(
         _pickled(program), termination_notice_secs, liveness_timeout_secs,
-        settings.startup_timeout_secs, settings.controller_port, host)), token)
+        settings.startup_timeout_secs, settings.controller_port, host, launch_id, resume,
+        resume_partial)), token)
     _check_size(program.name, specs)
     controller_job = builder.job(
         controller, "controller", program.name,
         ["--kubernetes-controller", f"{SPECS_MOUNT}/{CONTROLLER_SPEC}"],
         settings.controller_resources, backoff_limit=0,
         grace=termination_notice_secs + ending.KILL_AFTER_TERMINATE_SECS,
-        port=settings.controller_port)
+        port=settings.controller_port, keeps_state=keeps_state)
     objects = [builder.secret(_secret_data(token, tls)), builder.config_map(specs),
                *services, controller_job, *jobs]
     return Manifests(launch_id, settings.namespace, program.name, controller, objects)
@@ -279,7 +289,7 @@ class _Builder:
                                "items": [{"key": spec_file, "path": spec_file}]}}]}
         if keeps_state:
             container["volumeMounts"].append({"name": "launchpad-state",
-                                              "mountPath": STATE_MOUNT})
+                                              "mountPath": states.STATE_MOUNT})
             pod["volumes"].append({"name": "launchpad-state", "persistentVolumeClaim": {
                 "claimName": settings.state_volume}})
         if settings.service_account:
@@ -298,25 +308,6 @@ class _Builder:
         return {"apiVersion": "batch/v1", "kind": "Job",
                 "metadata": self._metadata(name, role, name, own_name),
                 "spec": {"backoffLimit": backoff_limit, "template": template}}
-
-
-def _state_spec(program: Program, label: str, settings: KubernetesSettings,
-                launch_id: str) -> state_store.StateSpec | None:
-    """Where the pods of group `label` keep their states: the state volume (None: the group
-    keeps none).
-
-    Raises:
-      ValueError: the group keeps state, and the settings name no state volume.
-    """
-    policy = program.state_policies.get(label)
-    if policy is None:
-        return None
-    if settings.state_volume is None:
-        raise ValueError(f"Group {label!r} keeps state (lp.StatePolicy): give "
-                         "lp.KubernetesSettings(state_volume=CLAIM), a PersistentVolumeClaim "
-                         "its pods mount for their states")
-    folder = os.path.join(policy.dir or STATE_MOUNT, launch_id)
-    return state_store.StateSpec(folder, None, policy.every_secs, policy.keep)
 
 
 def controller_name(launch_id: str) -> str:

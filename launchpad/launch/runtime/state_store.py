@@ -87,22 +87,37 @@ def prepare(program: Program, run_id: str, folder: str, resume: str | None = Non
       StateError: the run resumed is not this program (its groups differ, named), or kept
         no states; LaunchError: there is no such run.
     """
-    policies = program.state_policies
-    if not policies:
-        if resume is not None:
-            raise StateError(f"resume={resume!r}: no group of program {program.name!r} keeps "
-                             "state (give it lp.StatePolicy: program.group(..., state=...))")
+    if not check_stateful(program, resume):
         return None
+    resumed_folder = (None if resume is None
+                      else os.path.join(run_records.find(resume, run_dir), _STATE_FOLDER))
+    return prepare_at(program, run_id, folder, resume, resumed_folder, resume_partial)
+
+
+def check_stateful(program: Program, resume: str | None) -> bool:
+    """Whether a group of `program` keeps state.
+
+    Raises:
+      StateError: none does, and `resume` asks for a resume.
+    """
+    if not program.state_policies and resume is not None:
+        raise StateError(f"resume={resume!r}: no group of program {program.name!r} keeps "
+                         "state (give it lp.StatePolicy: program.group(..., state=...))")
+    return bool(program.state_policies)
+
+
+def prepare_at(program: Program, run_id: str, folder: str, resume: str | None,
+               resumed_folder: str | None, resume_partial: bool) -> RunStates:
+    """`prepare` of a stateful program, the state folder of the run resumed given (a
+    Kubernetes launch's is on its state volume, not in a run folder of this host)."""
     os.makedirs(folder, mode=0o700, exist_ok=True)
     private_files.check_private_dir(folder)
     groups = _groups_of(program)
     private_files.write_private(os.path.join(folder, _PROGRAM_FILE),
                                 json.dumps(groups, indent=1).encode())
-    resumed_folder = None
     if resume is not None:
-        resumed_folder = os.path.join(run_records.find(resume, run_dir), _STATE_FOLDER)
         _check_resumed(program.name, groups, resume, resumed_folder, resume_partial)
-    return RunStates(run_id, folder, policies, resume, resumed_folder)
+    return RunStates(run_id, folder, program.state_policies, resume, resumed_folder)
 
 
 def state_folder(run_folder: str) -> str:

@@ -110,6 +110,35 @@ def stateful() -> lp.Program:
     return program
 
 
+class CountsThenStops:
+    """Counts to 7 and stops its program (its state is saved at the stop); started from a
+    state, it first prints it."""
+
+    def __init__(self):
+        self._count = 0
+        self._restored = None
+
+    def run(self) -> None:
+        if self._restored is not None:
+            print(f"resumed at {self._restored}", flush=True)
+        self._count = 7
+        lp.stop()
+        lp.wait_for_stop()
+
+    def save_state(self):
+        return self._count
+
+    def restore_state(self, state) -> None:
+        self._restored = state
+
+
+def resumable(label: str = "counter") -> lp.Program:
+    program = lp.Program("resumable")
+    with program.group(label, state=lp.StatePolicy(every_secs=60)):
+        program.add_node(lp.CourierNode(CountsThenStops))
+    return program
+
+
 def call_then_wait(adder) -> None:
     """Calls the adder (so its pod is up), says so, and waits for the program to stop."""
     adder.add(0, 0)

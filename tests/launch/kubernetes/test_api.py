@@ -183,3 +183,21 @@ def test_the_client_is_imported_only_when_a_launch_needs_it():
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_resume_the_controller_refused_is_raised_named_and_the_launch_deleted(api):
+    settings = KubernetesSettings(image="x", namespace=NAMESPACE, state_volume="lp-state")
+    controller = lp.launch(programs.stateful(), launch_type="kubernetes", kubernetes=settings,
+                           resume="stateful-1a2b3c")
+    why = ("resume='stateful-1a2b3c': program 'stateful' differs from the run's in groups "
+           "counter (their nodes, or their kinds)")
+    player = threading.Thread(target=_finish, args=(api, controller, _outcome(
+        program="stateful", exit_codes={}, stop_reason=f"refused: {why}", refused=why),
+        "Failed"))
+    player.start()
+    with pytest.raises(errors.StateError, match="differs from the run's in groups counter"):
+        controller.wait(timeout=30)
+    player.join()
+    assert not api.objects
+    with pytest.raises(errors.StateError):  # and again, as a failed node is
+        controller.wait(timeout=1)

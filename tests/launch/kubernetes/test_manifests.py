@@ -19,8 +19,10 @@ import yaml
 
 import launchpad as lp
 from launchpad.launch.kubernetes import manifests as kubernetes_manifests
+from launchpad.launch.kubernetes import states
 from launchpad.launch.kubernetes.manifests import LAUNCH_LABEL
 from launchpad.launch.kubernetes.settings import KubernetesSettings
+from launchpad.launch.runtime import errors
 from tests.launch.kubernetes import programs
 from tests.processes import ROOT
 
@@ -136,10 +138,15 @@ def test_a_stateful_groups_pods_mount_the_state_volume_and_the_others_do_not():
     stateful = _job(objects, "counter/0")["spec"]["template"]["spec"]
     assert {"name": "launchpad-state", "persistentVolumeClaim": {"claimName": "lp-state"}} in (
         stateful["volumes"])
-    assert {"name": "launchpad-state", "mountPath": kubernetes_manifests.STATE_MOUNT} in (
+    assert {"name": "launchpad-state", "mountPath": states.STATE_MOUNT} in (
         stateful["containers"][0]["volumeMounts"])
     plain = _job(objects, "adder/0")["spec"]["template"]["spec"]
     assert all(v["name"] != "launchpad-state" for v in plain["volumes"])
+    # The controller's pod mounts it too: it writes the groups there, and checks a resume.
+    (controller,) = [o for o in objects if o["kind"] == "Job"
+                     and o["metadata"]["name"].endswith("-controller")]
+    assert {"name": "launchpad-state", "mountPath": states.STATE_MOUNT} in (
+        controller["spec"]["template"]["spec"]["containers"][0]["volumeMounts"])
 
 
 def test_resources_become_requests_and_limits_and_groups_without_ask_nothing():
@@ -260,9 +267,15 @@ def test_long_names_stay_valid_and_distinct():
      "Group 'counter' keeps state (lp.StatePolicy): give lp.KubernetesSettings(state_volume="),
     (lambda: KubernetesSettings(image="x", state_volume="Not A Claim"), ValueError,
      "state_volume must name a PersistentVolumeClaim"),
+    (lambda: lp_manifests(programs.stateful(), settings=KubernetesSettings(
+        image="x", state_volume="lp-state"), resume="../other-user"), ValueError,
+     "resume='../other-user' is not the id of a Kubernetes launch"),
+    (lambda: lp_manifests(programs.adder_and_client(), resume="adder-1a2b3c"),
+     errors.StateError, "resume='adder-1a2b3c': no group of program 'adder_client' keeps"),
 ], ids=["no-settings", "settings-type", "no-image", "unknown-group", "not-resources",
         "extra-name", "namespace", "reserved-label", "tolerations-string", "port",
-        "pull-policy", "secret-dir-env", "no-nodes", "state-without-volume", "volume-name"])
+        "pull-policy", "secret-dir-env", "no-nodes", "state-without-volume", "volume-name",
+        "resume-not-an-id", "resume-stateless"])
 def test_bad_input_is_refused_and_named(call, error, words):
     with pytest.raises(error) as raised:
         call()

@@ -12,6 +12,7 @@ import pytest
 
 from launchpad.launch.kubernetes import manifests as kubernetes_manifests
 from launchpad.launch.kubernetes.controller import OUTCOME_PREFIX
+from launchpad.launch.kubernetes.manifests import LAUNCH_LABEL
 from launchpad.launch.kubernetes.settings import KubernetesSettings
 from launchpad.launch.node_process import runner
 from tests.launch.kubernetes import pods, programs
@@ -102,6 +103,32 @@ def test_a_stateful_nodes_pod_run_again_restores_its_state_from_the_volume(tmp_p
     assert [run.returncode for run in nodes["counter/0"].runs] == [1, 0], report
     assert "restored 3" in nodes["counter/0"].log, report
     assert _outcome(controller)["restarts"] == {"counter/0": 1}
+
+
+def test_a_launch_resumed_starts_from_the_states_of_the_launch_it_names(tmp_path):
+    settings = KubernetesSettings(image="launchpad:test", namespace="lp-test",
+                                  state_volume="lp-state", startup_timeout_secs=5)
+
+    def run(program, **options) -> tuple[pods.JobRun, dict[str, pods.JobRun], str, str]:
+        """(the controller's Job, the nodes' Jobs, the pods' logs, the launch's id)."""
+        objects = kubernetes_manifests.kubernetes_manifests(
+            program, settings=settings, termination_notice_secs=2, **options)
+        with pods.LocalCluster(objects, str(tmp_path)) as cluster:  # one claim for all three
+            cluster.run(TIMEOUT)
+            controller, nodes = _by_role(cluster)
+        return controller, nodes, cluster.logs(), objects[0]["metadata"]["labels"][LAUNCH_LABEL]
+
+    controller, nodes, report, first = run(programs.resumable())
+    assert [r.returncode for r in controller.runs] == [0] and "resumed" not in report, report
+    controller, nodes, report, _ = run(programs.resumable(), resume=first)
+    assert [r.returncode for r in controller.runs] == [0], report
+    assert "resumed at 7" in nodes["counter/0"].log, report
+    # Groups that differ: the controller refuses before it serves, and no node runs.
+    controller, nodes, report, _ = run(programs.resumable("other"), resume=first)
+    assert [r.returncode for r in controller.runs] == [1], report
+    refused = _outcome(controller)["refused"]
+    assert f"resume={first!r}" in refused and "in groups counter, other" in refused, refused
+    assert [r.returncode for r in nodes["other/0"].runs] == [runner.EXIT_ORPHANED], report
 
 
 def test_deleting_a_pod_stops_the_program_gracefully(tmp_path):
