@@ -23,7 +23,7 @@ import os
 import resource
 import time
 
-from launchpad.courier import LATENCY_BOUNDS_SECS, MethodCounts
+from launchpad.courier import MethodCounts, latency_histogram
 
 REPORT_SECS = 2.0  # how often a node sends its sample
 _BOUND = 1 << 63  # what a sample's counts, sizes, times and seconds stay below
@@ -139,9 +139,7 @@ def check_sample(sample: object) -> NodeSample:
 def _method_counts(counts: object) -> bool:
     return (isinstance(counts, MethodCounts) and _count(counts.calls)
             and _count(counts.errors) and _number(counts.total_secs)
-            and isinstance(counts.buckets, list)
-            and len(counts.buckets) == len(LATENCY_BOUNDS_SECS) + 1
-            and all(_count(count) for count in counts.buckets))
+            and latency_histogram.is_valid(counts.buckets, _BOUND))
 
 
 def _check(good: bool, field: str, value: object) -> None:

@@ -17,6 +17,7 @@ os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
 # ruff: noqa: E402
 
+from launchpad.courier import histogram as latency_histogram
 from launchpad.courier.allocator import retain_freed_memory
 from launchpad.courier.batching import batched_handler
 from launchpad.courier.client import Client, list_methods
@@ -36,18 +37,18 @@ from launchpad.courier.errors import (
 from launchpad.courier.function_server import FunctionServer
 from launchpad.courier.group import GroupClient
 from launchpad.courier.hosts import host_identity
-from launchpad.courier.metrics import LATENCY_BOUNDS_SECS, MethodCounts
+from launchpad.courier.metrics import MethodCounts
 from launchpad.courier.metrics import summed as summed_metrics
 from launchpad.courier.server import Server, public_methods
 from launchpad.courier.tls import TLS
 from launchpad.courier.transport import mode_of as transport_mode
 
 __all__ = [
-    "LATENCY_BOUNDS_SECS", "AddressInUseError", "CallTimeoutError", "Client",
+    "AddressInUseError", "CallTimeoutError", "Client",
     "ClientClosedError", "CourierError", "FunctionServer", "GroupCallError", "GroupClient",
     "MethodCounts",
     "PermissionDeniedError", "RemoteError", "SerializationError", "Server",
     "ServerUnavailableError", "TLS", "UnknownMethodError", "batched_handler", "host_identity",
-    "list_methods", "public_methods", "retain_freed_memory", "settle", "summed_metrics",
-    "transport_mode",
+    "latency_histogram", "list_methods", "public_methods", "retain_freed_memory", "settle",
+    "summed_metrics", "transport_mode",
 ]

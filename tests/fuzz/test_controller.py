@@ -26,7 +26,8 @@ from hypothesis import strategies as st
 
 import launchpad as lp
 from launchpad import control, courier, telemetry
-from launchpad.courier.metrics import LATENCY_BOUNDS_SECS, MethodCounts
+from launchpad.courier import latency_histogram
+from launchpad.courier.metrics import MethodCounts
 from launchpad.launch.runtime import errors, status_text
 from launchpad.launch.runtime.terminals import NodeOutput
 from tests.fuzz import wire
@@ -112,7 +113,10 @@ _counts = st.builds(
     st.one_of(st.integers(0, 100), st.integers(), wire.values),
     st.one_of(st.integers(0, 100), wire.values),
     st.one_of(st.floats(0, 10), st.floats(), wire.values),
-    st.one_of(st.just([1] * (len(LATENCY_BOUNDS_SECS) + 1)), st.lists(st.integers(), max_size=3),
+    st.one_of(st.dictionaries(st.integers(0, latency_histogram.LAST_BUCKET),
+                              st.integers(0, 100), max_size=3),
+              st.dictionaries(st.integers(), st.integers(), max_size=3),
+              st.just({latency_histogram.LAST_BUCKET + 1: 1}), st.lists(st.integers(), max_size=3),
               wire.values))
 _samples = st.builds(
     telemetry.NodeSample,

@@ -13,7 +13,8 @@ so nothing is kept or updated between scrapes. Every series has the labels `prog
     launchpad_node_uptime_seconds        how long its current run has been running
     launchpad_rpc_calls_total            calls its courier servers answered, per method
     launchpad_rpc_errors_total           those that raised
-    launchpad_rpc_latency_seconds        their durations (buckets: courier's LATENCY_BOUNDS_SECS)
+    launchpad_rpc_latency_seconds        their durations: the upper bounds of the log-linear
+                                         buckets that hold calls (courier/histogram.py)
     launchpad_broadcast_errors_total     broadcasts of the node's group calls that failed, per
                                          member (label `member`)
 
@@ -24,12 +25,11 @@ imported when a dashboard starts (this module is imported then).
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from launchpad import telemetry
-from launchpad.courier import LATENCY_BOUNDS_SECS
+from launchpad.courier import latency_histogram
 
 try:
     import prometheus_client
@@ -96,7 +96,6 @@ class _Collector:
         broadcast_errors = CounterMetricFamily(
             "launchpad_broadcast_errors", "Broadcasts of the node's group calls that failed",
             labels=[*_NODE_LABELS, "member"])
-        bounds = [floatToGoString(b) for b in LATENCY_BOUNDS_SECS] + ["+Inf"]
         for node in status.nodes:
             labels = [status.program, node.name, node.label, str(node.index)]
             up.add_metric(labels, float(node.state == "running"))
@@ -114,11 +113,23 @@ class _Collector:
                 counts = method_status.counts
                 calls.add_metric([*labels, method], counts.calls)
                 errors.add_metric([*labels, method], counts.errors)
-                latency.add_metric(
-                    [*labels, method],
-                    list(zip(bounds, itertools.accumulate(counts.buckets), strict=True)),
-                    sum_value=counts.total_secs)
+                latency.add_metric([*labels, method], _cumulative(counts.buckets),
+                                   sum_value=counts.total_secs)
             for member, count in sorted(node.broadcast_errors.items()):
                 broadcast_errors.add_metric([*labels, member], count)
         yield from (up, state, restarts, failures, cpu, memory, uptime, calls, errors, latency,
                     broadcast_errors)
+
+
+def _cumulative(buckets: dict[int, int]) -> list[tuple[str, float]]:
+    """A classic histogram's buckets: (le, calls at most that long), at the upper bound of
+    each bucket that holds calls, then +Inf. Counts only grow, so a bound once exported stays
+    (until a restart of the node resets its counters, as Prometheus expects)."""
+    seen = 0
+    cumulative = []
+    for bucket in sorted(buckets):
+        seen += buckets[bucket]
+        upper = latency_histogram.bounds_of(bucket)[1]
+        if upper != float("inf"):
+            cumulative.append((floatToGoString(upper), seen))
+    return [*cumulative, ("+Inf", seen)]
