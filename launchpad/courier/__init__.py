@@ -39,7 +39,8 @@ from launchpad.courier.group import GroupClient
 from launchpad.courier.hosts import host_identity
 from launchpad.courier.metrics import MethodCounts
 from launchpad.courier.metrics import summed as summed_metrics
-from launchpad.courier.server import Server, public_methods
+from launchpad.courier.served_methods import public_methods
+from launchpad.courier.server import Server
 from launchpad.courier.tls import TLS
 from launchpad.courier.transport import mode_of as transport_mode
 

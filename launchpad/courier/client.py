@@ -22,10 +22,10 @@ import weakref
 from collections.abc import Callable
 from typing import Any, Protocol, Union
 
-from launchpad.courier import errors, serialization
+from launchpad.courier import direct_calls, errors, serialization
 from launchpad.courier import transport as _transport
 from launchpad.courier.connection import Connection, settle
-from launchpad.courier.server import LIST_METHODS
+from launchpad.courier.served_methods import LIST_METHODS
 from launchpad.courier.tls import TLS
 
 Timeout = Union[None, int, float, datetime.timedelta]
@@ -131,8 +131,14 @@ class Client:
         """Calls `method` on the server and waits for its result.
 
         The call is made on this thread (no hand-off to another one) once the client is
-        connected; with a `call_timeout`, it fails with `CallTimeoutError` when that expires.
+        connected, and to a server of this process without a message (direct_calls.py);
+        with a `call_timeout`, it fails with `CallTimeoutError` when that expires.
         """
+        connection = self._slot.connection
+        if connection is not None and connection.direct is not None and not connection.broken:
+            result = connection.direct.call(method, args, kwargs)
+            if result is not direct_calls.NOT_HERE:
+                return result
         return self._send(method, serialization.dumps_call_arguments(method, args, kwargs),
                           drive=True).result()
 

@@ -39,7 +39,7 @@ import queue
 import threading
 from typing import Any
 
-from launchpad.courier import errors, serialization, shared_memory, streams
+from launchpad.courier import direct_calls, errors, serialization, shared_memory, streams
 from launchpad.courier.dialer import Dialer
 from launchpad.courier.serialization import Kind
 
@@ -69,6 +69,8 @@ class Connection:
                  mode: str = "auto", deadlines: bool = False):
         self.broken = False
         self.error: Exception | None = None  # why it broke
+        # Blocking calls straight into a server of this process (none with deadlines).
+        self.direct: direct_calls.DirectCalls | None = None
         self._dialer = Dialer(address, wait_for_ready, connect_timeout, compress, tls, mode)
         self._token = token
         self._wait_for_ready = wait_for_ready
@@ -153,6 +155,8 @@ class Connection:
         except Exception as e:  # noqa: BLE001 - e.g. a resolver failed: report, do not hang
             self.close(e)
             return
+        if self._channel.kind == "in-process" and not self._deadlines:
+            self.direct = self._channel.direct_calls(self._token)
         with self._lock:
             early, self._early = self._early, None
             if self.broken:

@@ -19,7 +19,8 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from launchpad.courier.server import Server, public_methods
+from launchpad.courier.served_methods import public_methods
+from launchpad.courier.server import Server
 from launchpad.courier.tls import TLS
 
 

@@ -6,11 +6,10 @@ and the GIL passed back and forth per call. Here a stream hands each message to 
 itself: the message is still the bytes of serialization.py (arguments and results are
 copied through pickling, never shared, exactly as between processes), and the server runs
 its calls as it does for any stream (server.py, `Server._answer`), with one difference: a
-blocking call without a deadline runs on the calling thread itself (`caller_waits`), which
-costs no thread switch at all. A call with a deadline, and every future, runs on the
-server's threads, so that a timeout, a cancellation or the server's stop ends the caller's
-wait as on any transport. (A call run on the calling thread sees the server stop when it
-returns: it then fails as a call of a stream the server ended.)
+blocking call without a deadline runs on the calling thread itself, which costs no thread
+switch at all, and skips the message altogether (direct_calls.py). A call with a deadline,
+and every future, runs on the server's threads, so that a timeout, a cancellation or the
+server's stop ends the caller's wait as on any transport.
 
 Servers register here by the keys of their address (hosts.py) and their TLS, and leave
 when they stop (and from a forked child, which serves none of them); a client of another TLS
@@ -27,16 +26,13 @@ from typing import NoReturn, Protocol
 
 import grpc
 
-from launchpad.courier import errors, hosts, shared_memory, streams
+from launchpad.courier import direct_calls, errors, hosts, shared_memory, streams
 from launchpad.courier.tls import TLS, tls_tag
 
 
-class Target(Protocol):
-    """What a server offers its in-process streams (server.py implements it)."""
-
-    def admits(self, token: str) -> bool: ...
-
-    def serving(self) -> bool: ...
+class Target(direct_calls.Target, Protocol):
+    """What a server offers its in-process streams and direct calls (server.py implements
+    it)."""
 
     def attach(self, peer: streams.Peer) -> None: ...
 
@@ -112,6 +108,10 @@ class InProcessChannel:
 
     def open_stream(self, token: str, offer_shared_memory: bool = False) -> InProcessStream:
         return InProcessStream(self._target, token)
+
+    def direct_calls(self, token: str) -> direct_calls.DirectCalls:
+        """Blocking calls made straight into the server (direct_calls.py)."""
+        return direct_calls.DirectCalls(self._target, token)
 
     def close(self) -> None:
         pass

@@ -44,13 +44,25 @@ def replies(outbox: queue.SimpleQueue, count: int,
         yield serialization.message_chunks(frames, lane), not count
 
 
+def pickle_result(method: str, result: Any) -> list:
+    """The parts of `method`'s result.
+
+    Raises:
+      SerializationError: it cannot be pickled (named: the caller gets this error).
+    """
+    try:
+        return serialization.dumps(result)
+    except Exception as e:  # noqa: BLE001 - any pickling failure is reported the same way
+        raise errors.SerializationError(
+            f"Cannot pickle the result of {method!r} (of type {type(result).__name__}): "
+            f"{e}") from e
+
+
 def result_frame(call_id: int, method: str, result: Any) -> list[serialization.OutFrame]:
     try:
-        parts = serialization.dumps(result)
-    except Exception as e:  # noqa: BLE001 - report an unpicklable result to the caller
-        error = errors.SerializationError(
-            f"Cannot pickle the result of {method!r} (of type {type(result).__name__}): {e}")
-        return error_frame(call_id, error)
+        parts = pickle_result(method, result)
+    except errors.SerializationError as e:  # reported to the caller
+        return error_frame(call_id, e)
     return [serialization.encode_frame(Kind.RESULT, call_id, "", parts)]
 
 

@@ -30,7 +30,6 @@ import collections
 import concurrent.futures
 import contextvars
 import hmac
-import inspect
 import queue
 import threading
 import time
@@ -45,6 +44,7 @@ from launchpad.courier import (
     metrics,
     replies,
     serialization,
+    served_methods,
     shared_memory,
     streams,
     transport,
@@ -52,26 +52,19 @@ from launchpad.courier import (
 from launchpad.courier.threads import DaemonThreadPool
 from launchpad.courier.tls import TLS
 
-LIST_METHODS = "__list_methods__"
+
+class _CallHere:
+    """A call run on its caller's thread (`Server.run_here`), while it is unanswered."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+
 # After its streams are cancelled, how long stop() waits for their threads to let go of what
 # they hold (shared memory); a thread still running a call past the grace lets go when it ends.
 _STREAMS_END_SECS = 1.0
-
-
-def public_methods(obj: Any) -> list[str]:
-    """Names a courier server serves for `obj`: public callables, and `__call__` if defined."""
-    names = [n for n in dir(obj) if not n.startswith("_") and _is_method(obj, n)]
-    if callable(obj) and not isinstance(obj, type):
-        names.append("__call__")
-    return sorted(names)
-
-
-def _is_method(obj: Any, name: str) -> bool:
-    # getattr_static does not run properties, so listing methods has no side effects.
-    attr = inspect.getattr_static(obj, name, None)
-    if isinstance(attr, (staticmethod, classmethod)):
-        return True
-    return callable(attr) and not isinstance(attr, property)
 
 
 class Server:
@@ -318,17 +311,11 @@ class Server:
         started = time.perf_counter()
         name = counted = frame.name
         try:
-            if not self._ready.is_set():  # (a set event's wait still takes its lock)
-                self._ready.wait()
-            if self._obj is None:
-                raise errors.ServerUnavailableError(
-                    f"Courier server at {self._address} stopped before serving {name!r}")
+            self._wait_for_object(name)
             counted = metrics.UNKNOWN_METHOD
             method = self._method(name)
             counted = name
             args, kwargs = replies.load_arguments(frame)
-            # A batched handler answers with a Future: the reply is sent when it completes.
-            method = getattr(method, "__courier_submit__", method)
             result = method(*args, **kwargs)
         except BaseException as e:  # noqa: BLE001 - every failure goes back to the caller
             self._reply(outbox, frame, replies.error_frame(frame.call_id, e))
@@ -354,12 +341,51 @@ class Server:
             with self._drained:  # stop() waits for the calls to be answered
                 self._drained.notify_all()
 
+    def run_here(self, name: str, args: tuple, kwargs: dict) -> Any:
+        """Runs a call on this thread for a client of this process (direct_calls.py), as a
+        stream's call runs: in the server's context, within its call slots, counted, and
+        waited for by a stop; its arguments copied by the caller. Raises what it raised."""
+        call = _CallHere(name)
+        self._unanswered[call] = None  # first: a stop that begins now waits for it
+        try:
+            if self._stopped.is_set():
+                raise errors.ServerUnavailableError(
+                    f"Courier server at {self._address} is stopping; {name!r} was not run")
+            slot = self._call_slots.get()
+            try:
+                return self._context.copy().run(self._run_here, name, args, kwargs)
+            finally:
+                self._call_slots.put(slot)
+        finally:
+            del self._unanswered[call]
+            if self._stopped.is_set():
+                with self._drained:
+                    self._drained.notify_all()
+
+    def _run_here(self, name: str, args: tuple, kwargs: dict) -> Any:
+        started = time.perf_counter()
+        counted = name
+        try:
+            if self._obj is None or not self._ready.is_set():
+                self._wait_for_object(name)
+            counted = metrics.UNKNOWN_METHOD
+            method = self._method(name)
+            counted = name
+            result = method(*args, **kwargs)
+            if isinstance(result, concurrent.futures.Future):
+                result = result.result()
+        except BaseException:
+            self.metrics.record(counted, time.perf_counter() - started, True)
+            raise
+        self.metrics.record(name, time.perf_counter() - started, False)
+        return result
+
+    def _wait_for_object(self, name: str) -> None:
+        if not self._ready.is_set():  # (a set event's wait still takes its lock)
+            self._ready.wait()
+        if self._obj is None:
+            raise errors.ServerUnavailableError(
+                f"Courier server at {self._address} stopped before serving {name!r}")
+
     def _method(self, name: str):
-        if name == LIST_METHODS:
-            return lambda: public_methods(self._obj)
-        method = None
-        if not name.startswith("_") or name == "__call__":
-            method = getattr(self._obj, name, None)
-        if not callable(method):
-            raise errors.UnknownMethodError(name, public_methods(self._obj), self._address)
-        return method
+        return served_methods.method_of(self._obj, name, self._address)

@@ -15,7 +15,7 @@ import threading
 
 import pytest
 
-from launchpad.courier import connection, local_client, transport
+from launchpad.courier import connection, local_client, serialization, transport
 from tests.courier.conftest import TOKEN, TRANSPORTS
 
 pytestmark = pytest.mark.timeout(30)
@@ -92,6 +92,13 @@ def ending_transport(request, monkeypatch) -> str:
     return request.param
 
 
+def _driven_ping(client) -> str:
+    """A blocking call on a stream (in-process, a plain blocking call takes none: it is a
+    direct call, direct_calls.py)."""
+    parts = serialization.dumps_call_arguments("ping", (), {})
+    return client._send("ping", parts, drive=True).result()
+
+
 @pytest.mark.usefixtures("ending_transport", "looks_often")
 @pytest.mark.parametrize("found_by", ["the next call", "its thread"])
 def test_a_stream_the_server_ended_alone_is_let_go_and_the_other_calls_go_on(
@@ -105,7 +112,7 @@ def test_a_stream_the_server_ended_alone_is_let_go_and_the_other_calls_go_on(
     if found_by == "its thread":
         assert client.futures.ping().result(timeout=_WAIT_SECS) == "pong"
     else:
-        assert client.ping() == "pong"  # driven: its stream has no thread
+        assert _driven_ping(client) == "pong"  # driven: its stream has no thread
     (ended,) = {stream for stream in conn._streams if not stream.pending}
     (peer,) = set(server._streams) - busy_peers
 
@@ -113,7 +120,7 @@ def test_a_stream_the_server_ended_alone_is_let_go_and_the_other_calls_go_on(
     if found_by == "its thread":
         ended._thread.join(_WAIT_SECS)  # it looked at its stream and let it go
         assert not ended._thread.is_alive()
-    assert client.ping() == "pong"
+    assert _driven_ping(client) == "pong"
     service.blocker.release.set()
     assert blocked.result(timeout=_WAIT_SECS) is True  # its connection did not break
     assert client._slot.connection is conn and not conn.broken
