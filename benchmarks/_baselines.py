@@ -51,6 +51,7 @@ class SocketClient(_EchoClient):
     """A client of the raw socket echo at `address` ('host:port')."""
 
     futures = None  # none: see the module doc
+    one_thread_only = True  # one socket: threads cannot share it
 
     def __init__(self, address: str):
         self.address = address

@@ -48,7 +48,8 @@ from tests.courier import children
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAM_TIMEOUT_S = 300.0
 
-# (figure, our system and key, Launchpad's, the target ratio, whether lower is better)
+# (figure, our system and key, Launchpad's, the target ratio (None: none, reported only),
+# whether lower is better)
 TABLE = [
     ("small call p50 us, another process", ("mp", "latency_us.none.p50"),
      ("mp", "latency_us.none.p50"), 0.45, True),
@@ -62,6 +63,10 @@ TABLE = [
      ("mp", "threads_calls_per_s"), 1.6, False),
     ("calls/s, one thread with 16 futures in flight", ("mp", "in_flight_calls_per_s"),
      ("mp", "in_flight_calls_per_s"), 3.5, False),
+    ("calls/s, 16 threads sharing one client", ("mp", "shared_client_calls_per_s"),
+     ("mp", "shared_client_calls_per_s"), None, False),
+    ("calls/s, one thread with 64 futures in flight", ("mp", "in_flight_64_calls_per_s"),
+     ("mp", "in_flight_64_calls_per_s"), None, False),
 ]
 
 
@@ -196,7 +201,8 @@ def table(systems: dict[str, Any]) -> list[dict[str, Any]]:
                                "target_ratio": target}
         if theirs:
             row["ratio"] = round(ours / theirs, 3)
-            row["met"] = row["ratio"] <= target if lower else row["ratio"] >= target
+            if target is not None:
+                row["met"] = row["ratio"] <= target if lower else row["ratio"] >= target
         if floor and our_mode == "mp":
             row["ratio_to_raw_socket"] = round(ours / floor, 2)
         rows.append(row)
@@ -239,7 +245,8 @@ def run(rounds: int, calls: int, seconds: float) -> dict[str, Any]:
         "between_hosts": "measured" if os.geteuid() == 0 else "not run (needs root)",
         "systems": systems,
         "table": rows,
-        "targets_met": all(row.get("met", False) for row in rows),
+        "targets_met": all(row.get("met", False) for row in rows
+                           if row["target_ratio"] is not None),
     }
 
 

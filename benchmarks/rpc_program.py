@@ -13,7 +13,9 @@ Each figure, measured from the client node:
   Launchpad 0.5.2, google-deepmind/launchpad#28) and, on this project only, a 1 MiB array
   both ways (`1mib_both`);
 * `threads_calls_per_s`: 4 threads, each with a client of its own, sequential small calls;
-* `in_flight_calls_per_s`: one thread keeping 16 small calls in flight through futures.
+* `shared_client_calls_per_s`: 16 threads sharing one client, sequential small calls;
+* `in_flight_calls_per_s`: one thread keeping 16 small calls in flight through futures;
+* `in_flight_64_calls_per_s`: the same with 64 calls in flight.
 
 Only the standard library, numpy and `launchpad` are imported, and nothing newer than
 Python 3.10, so the one file serves both systems.
@@ -43,11 +45,10 @@ class Echo:
 
 
 def _is_launchpad_0_5() -> bool:
-    try:
-        import courier  # noqa: F401 - DeepMind Launchpad's top-level courier package
-        return True
-    except ImportError:
-        return False
+    """Whether DeepMind's Launchpad runs this: its courier is a package of its own (ours is
+    launchpad.courier; our top-level `courier` is only Launchpad's name for it)."""
+    import importlib.util
+    return importlib.util.find_spec("launchpad.courier") is None
 
 
 def _another_client(client):
@@ -75,13 +76,13 @@ def _latency(call, argument, calls: int, warmup: int) -> dict:
     return _percentiles(samples)
 
 
-def _threads(client, threads: int, seconds: float) -> float:
+def _threads(client, threads: int, seconds: float, own_clients: bool = True) -> float:
     counts = [0] * threads
     stop = threading.Event()
     ready = threading.Barrier(threads + 1)
 
     def worker(index: int) -> None:
-        own = _another_client(client)
+        own = _another_client(client) if own_clients else client
         for _ in range(20):
             own.ping(SMALL)
         ready.wait()
@@ -144,8 +145,12 @@ def measure(client, calls: int, seconds: float) -> dict:
                                  warmup=10 if large else 100)
     figures = {"latency_us": latency,
                "threads_calls_per_s": round(_threads(client, 4, seconds))}
+    if not getattr(client, "one_thread_only", False):  # (a raw socket's client is)
+        figures["shared_client_calls_per_s"] = round(_threads(client, 16, seconds,
+                                                              own_clients=False))
     if client.futures is not None:  # (a raw socket baseline has none)
         figures["in_flight_calls_per_s"] = round(_in_flight(client, 16, seconds))
+        figures["in_flight_64_calls_per_s"] = round(_in_flight(client, 64, seconds))
     return figures
 
 

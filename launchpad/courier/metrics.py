@@ -75,6 +75,13 @@ class CallMetrics:
             buckets = counts.buckets
             buckets[bucket] = buckets.get(bucket, 0) + 1
 
+    def is_quick(self, method: str, mean_secs: float, calls: int) -> bool:
+        """Whether `method` has answered `calls` calls or more, in `mean_secs` or less on
+        average (read without the lock: a guess, good enough for call_batches.py)."""
+        counts = self._methods.get(method)
+        return (counts is not None and counts.calls >= calls
+                and counts.total_secs <= mean_secs * counts.calls)
+
     def snapshot(self) -> dict[str, MethodCounts]:
         """A copy of every method's counts now."""
         with self._lock:

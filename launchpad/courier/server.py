@@ -5,12 +5,14 @@ of the gRPC server's threads took it from its completion queue, see grpc_server.
 local socket, whichever stream thread its epoll woke, see local_server.py), which runs the
 calls it reads itself (`replies`)::
 
-    read a message -> run all its calls but the last on workers -> run the last one here
-                   -> yield the replies (coalesced) -> read the next message
+    read a message -> run its calls here, one after another (those left after a while:
+                      on workers) -> yield the replies (coalesced) -> read the next message
 
 Running a call on the thread that read it costs no thread hand-off, and is safe because a
 client sends a message on a stream only when every call it sent there before has been
-answered (see client.py): a call that blocks holds up no other call. At most
+answered (see client.py), and because the calls of a message that have run for
+`call_batches.INLINE_SECS` hand those left to workers: a call that blocks holds up no other
+call for longer than that. At most
 `thread_pool_size` calls run at once, however many streams are open.
 
 A method that returns a `concurrent.futures.Future` (a batched handler does) is answered when
@@ -40,6 +42,7 @@ import grpc
 from absl import logging
 
 from launchpad.courier import (
+    call_batches,
     errors,
     metrics,
     replies,
@@ -111,6 +114,7 @@ class Server:
         self._context = contextvars.copy_context()
         self._address = ""
         self.metrics = metrics.CallMetrics()  # every answered call, by method
+        self._batches = call_batches.CallBatches(self.metrics)  # how a message's calls run
 
     @property
     def address(self) -> str:
@@ -168,6 +172,7 @@ class Server:
                 self._endpoints = None
             with self._drained:
                 self._drained.wait_for(lambda: not self._streams, timeout=_STREAMS_END_SECS)
+            self._batches.close()
             if self._workers is not None:
                 self._workers.shutdown(wait=False, cancel_futures=True)
 
@@ -280,8 +285,8 @@ class Server:
 
     def _start_calls(self, frames: list, outbox: queue.SimpleQueue,
                      run_last_here: bool) -> None:
-        """Runs a message's calls: all but the last on workers, the last on this thread
-        (unless `run_last_here` is off: then on a worker too)."""
+        """Runs a message's calls on this thread (call_batches.py), or all on workers when
+        `run_last_here` is off."""
         # A stop that begins after this check waits for these calls: their stream is not
         # waiting (it has a message), and the calls are unanswered before it returns.
         if not self._stopped.is_set():
@@ -292,13 +297,12 @@ class Server:
                     f"Courier server at {self._address} is stopping; {frame.name!r} was not "
                     "run")))
             return
-        *others, last = frames
-        for frame in others:
-            self._workers.submit(self._run, frame, outbox)
         if run_last_here:
-            self._run(last, outbox)
+            self._batches.run(frames, lambda frame: self._run(frame, outbox),
+                              lambda frame: self._workers.submit(self._run, frame, outbox))
         else:
-            self._workers.submit(self._run, last, outbox)
+            for frame in frames:
+                self._workers.submit(self._run, frame, outbox)
 
     def _run(self, frame: serialization.Frame, outbox: queue.SimpleQueue) -> None:
         token = self._call_slots.get()

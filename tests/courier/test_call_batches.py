@@ -1,0 +1,101 @@
+"""How a message's calls run (call_batches.py), on each transport between processes' streams:
+calls of quick methods one after another on the thread that read the message, others on
+workers at once; and a quick method that blocks on another call of its message holds it up
+only for INLINE_SECS, never for ever."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from launchpad.courier import call_batches, serialization
+from launchpad.courier.serialization import Kind
+from tests.courier.conftest import TOKEN, open_raw_channel
+
+pytestmark = pytest.mark.timeout(30)
+
+
+class Recorder:
+    """Methods that say which thread ran them; `wait` blocks until `release` runs."""
+
+    def __init__(self):
+        self.released = threading.Event()
+
+    def where(self, index):
+        return index, threading.get_ident()
+
+    def wait(self):
+        released = self.released.wait(10)
+        self.released.clear()
+        return released
+
+    def release(self):
+        self.released.set()
+        return True
+
+    def slow_where(self, index):
+        threading.Event().wait(2 * call_batches.QUICK_SECS)  # a method that is not quick
+        return index, threading.get_ident()
+
+
+def _message(*calls: tuple) -> list:
+    """One message of calls (method, *args), numbered from 1."""
+    frames = [serialization.encode_frame(Kind.CALL, number, method,
+                                         serialization.dumps_call_arguments(method, args, {}))
+              for number, (method, *args) in enumerate(calls, start=1)]
+    return [serialization.join_message(frames)]
+
+
+def _replies(stream, message: list, count: int) -> dict:
+    """The results of a message's `count` calls, by number, however many replies carry them."""
+    results = {}
+    reply = stream.exchange(message)
+    while True:
+        results.update({f.call_id: f.load() for f in serialization.decode_message(reply)})
+        if len(results) == count:
+            return results
+        reply = stream.receive()
+
+
+@pytest.fixture(params=["local", "grpc"])
+def served(serve, request):
+    """A server of a Recorder, and a stream to it on each transport between processes."""
+    server = serve(Recorder(), token=TOKEN)
+    channel = open_raw_channel(server, request.param)
+    opened = channel.open_stream(TOKEN)
+    yield server, opened
+    opened.finish()
+    channel.close()
+
+
+def _quick(server, method: str) -> bool:
+    return server.metrics.is_quick(method, call_batches.QUICK_SECS, 8)
+
+
+def test_quick_calls_of_a_message_run_in_order_on_one_thread(served):
+    server, stream = served
+    for _ in range(8):  # known as quick once it has answered a few calls quickly
+        _replies(stream, _message(("where", 0)), 1)
+    assert _quick(server, "where")
+    results = _replies(stream, _message(*[("where", i) for i in range(16)]), 16)
+    assert [results[n][0] for n in range(1, 17)] == list(range(16))
+    assert len({thread for _, thread in results.values()}) == 1
+
+
+def test_calls_of_a_method_not_known_as_quick_run_at_once_on_workers(served):
+    server, stream = served
+    for _ in range(8):
+        _replies(stream, _message(("slow_where", 0)), 1)
+    assert not _quick(server, "slow_where")
+    results = _replies(stream, _message(*[("slow_where", i) for i in range(4)]), 4)
+    assert len({thread for _, thread in results.values()}) > 1
+
+
+def test_a_quick_method_that_blocks_holds_its_message_up_only_for_a_while(served):
+    server, stream = served
+    for _ in range(8):  # `wait` on a worker, released at once by `release` here
+        _replies(stream, _message(("wait",), ("release",)), 2)
+    assert _quick(server, "wait") and _quick(server, "release")
+    # Now both run here, `wait` first: `release` is handed to a worker after INLINE_SECS.
+    assert _replies(stream, _message(("wait",), ("release",)), 2) == {1: True, 2: True}
