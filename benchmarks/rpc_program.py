@@ -145,7 +145,7 @@ def measure(client, calls: int, seconds: float) -> dict:
                                  warmup=10 if large else 100)
     figures = {"latency_us": latency,
                "threads_calls_per_s": round(_threads(client, 4, seconds))}
-    if not getattr(client, "one_thread_only", False):  # (a raw socket's client is)
+    if not getattr(type(client), "one_thread_only", False):  # (a raw socket's is)
         figures["shared_client_calls_per_s"] = round(_threads(client, 16, seconds,
                                                               own_clients=False))
     if client.futures is not None:  # (a raw socket baseline has none)

@@ -10,19 +10,22 @@ else is copied as between processes: arguments and results are pickled and unpic
 arrays copied once, and read-only, as received ones are), and an exception comes back as the
 wire would bring it, rebuilt with the server's traceback as its cause.
 
-A server that is stopping, or a token it does not admit, sends the call the usual way
-(`NOT_HERE`), which waits for a restarted server or fails as on any transport.
+A server that is stopping, a token it does not admit, or a connection made before this
+process was forked (its server is the parent's: here only a copy of it, which must not
+answer) sends the call the usual way (`NOT_HERE`), which waits for a restarted server,
+reaches the parent's through a socket, or fails as on any transport.
 """
 
 from __future__ import annotations
 
 from typing import Any, Protocol
 
-from launchpad.courier import replies, serialization
+from launchpad.courier import forks, replies, serialization
 from launchpad.courier.serialization import Frame, Kind
 
 NOT_HERE = object()  # what `call` returns when the call must go the usual way
 _UNCHANGEABLE = frozenset({int, float, bool, complex, str, bytes, type(None)})
+
 
 
 class Target(Protocol):
@@ -41,6 +44,7 @@ class DirectCalls:
     def __init__(self, target: Target, token: str):
         self._target = target
         self._admitted = target.admits(token)
+        self._forks = forks.count()  # a fork since: the target is a copy
 
     def call(self, method: str, args: tuple, kwargs: dict) -> Any:
         """The call's result (a copy), or NOT_HERE; raises what the call raised (a copy).
@@ -48,7 +52,7 @@ class DirectCalls:
         Raises:
           SerializationError: an argument (named) or the result cannot be pickled.
         """
-        if not (self._admitted and self._target.serving()):
+        if not (self._admitted and self._forks == forks.count() and self._target.serving()):
             return NOT_HERE
         if not _unchangeable_arguments(args, kwargs):
             arguments = serialization.dumps_call_arguments(method, args, kwargs)

@@ -28,9 +28,10 @@ def bucket_of(secs: float) -> int:
     """The bucket a duration of `secs` falls in."""
     units = int(secs * UNITS_PER_SEC)
     if units < 2 * SUB_BUCKETS:
-        return max(units, 0)
+        return units if units > 0 else 0  # (no max() and min(): a call's cost counts here)
     exponent = units.bit_length() - _SHIFT - 1  # units >> exponent is in [16, 32)
-    return min(((exponent + 1) << _SHIFT) + (units >> exponent) - SUB_BUCKETS, LAST_BUCKET)
+    bucket = ((exponent + 1) << _SHIFT) + (units >> exponent) - SUB_BUCKETS
+    return bucket if bucket < LAST_BUCKET else LAST_BUCKET
 
 
 def bounds_of(bucket: int) -> tuple[float, float]:

@@ -26,7 +26,7 @@ from typing import NoReturn, Protocol
 
 import grpc
 
-from launchpad.courier import direct_calls, errors, hosts, shared_memory, streams
+from launchpad.courier import direct_calls, errors, forks, hosts, shared_memory, streams
 from launchpad.courier.tls import TLS, tls_tag
 
 
@@ -125,6 +125,7 @@ class InProcessStream:
 
     def __init__(self, target: Target, token: str):
         self.token = token
+        self._forks = forks.count()  # made in this process, not a fork of it (alive)
         self._target = target
         self._outbox: queue.SimpleQueue = queue.SimpleQueue()
         self._replies: Iterator[tuple[list, bool]] | None = None
@@ -138,6 +139,10 @@ class InProcessStream:
     # ------------------------------------------------------------ the client's side
 
     def exchange(self, chunks: list, caller_waits: bool = False) -> bytes:
+        if self._forks != forks.count():
+            raise self._end(errors.StreamBroken(grpc.StatusCode.UNAVAILABLE,
+                                                "the stream was made before this process "
+                                                "was forked"))
         if self._status is not None:
             raise self._status
         message = b"".join(chunks)  # the copy a socket would make: nothing is shared
@@ -161,7 +166,9 @@ class InProcessStream:
         return b"".join(reply)
 
     def alive(self) -> bool:
-        return self._status is None
+        """Whether the stream may carry calls: not ended, and not a copy a fork made (its
+        server here is a copy that serves nobody)."""
+        return self._status is None and self._forks == forks.count()
 
     def finish(self) -> errors.StreamBroken:
         return self._end(errors.StreamBroken(None, "the stream was cancelled"))

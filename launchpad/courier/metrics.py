@@ -67,13 +67,14 @@ class CallMetrics:
         bucket = histogram.bucket_of(secs)
         with self._lock:
             counts = self._methods.get(method)
-            if counts is None:
-                counts = self._methods[method] = MethodCounts()
+            if counts is None:  # (its buckets count up from 0 by themselves)
+                counts = self._methods[method] = MethodCounts(
+                    buckets=collections.defaultdict(int))
             counts.calls += 1
-            counts.errors += failed
+            if failed:
+                counts.errors += 1
             counts.total_secs += secs
-            buckets = counts.buckets
-            buckets[bucket] = buckets.get(bucket, 0) + 1
+            counts.buckets[bucket] += 1
 
     def is_quick(self, method: str, mean_secs: float, calls: int) -> bool:
         """Whether `method` has answered `calls` calls or more, in `mean_secs` or less on

@@ -68,13 +68,22 @@ def result_frame(call_id: int, method: str, result: Any) -> list[serialization.O
 
 def future_frame(call_id: int, method: str,
                  future: concurrent.futures.Future) -> list[serialization.OutFrame]:
+    try:
+        result = future_result(method, future)
+    except BaseException as e:  # noqa: BLE001 - the method's failure, to its caller
+        return error_frame(call_id, e)
+    return result_frame(call_id, method, result)
+
+
+def future_result(method: str, future: concurrent.futures.Future) -> Any:
+    """What the future a method answered with comes to (waiting for it); raises its
+    exception, or a CancelledError that names the method."""
     if future.cancelled():
-        return error_frame(call_id, concurrent.futures.CancelledError(
-            f"{method!r} was cancelled on the server"))
+        raise concurrent.futures.CancelledError(f"{method!r} was cancelled on the server")
     exc = future.exception()
     if exc is not None:
-        return error_frame(call_id, exc)
-    return result_frame(call_id, method, future.result())
+        raise exc
+    return future.result()
 
 
 def error_frame(call_id: int, exc: BaseException) -> list[serialization.OutFrame]:

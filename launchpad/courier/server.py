@@ -1,19 +1,17 @@
 """The courier server: serves every public method of one Python object, on every transport.
 
-A stream's messages are answered one at a time, each by the thread that read it (whichever
-of the gRPC server's threads took it from its completion queue, see grpc_server.py; for the
-local socket, whichever stream thread its epoll woke, see local_server.py), which runs the
-calls it reads itself (`replies`)::
+A stream's messages are answered one at a time, each by the thread that read it (a gRPC
+server thread that took it from the completion queue, grpc_server.py; a stream thread its
+epoll woke, local_server.py), which runs the calls it reads (`replies`, call_batches.py):
 
-    read a message -> run its calls here, one after another (those left after a while:
-                      on workers) -> yield the replies (coalesced) -> read the next message
+    read a message -> run its calls (quick ones here, in order; others on workers, but the
+                      last) -> yield the replies (coalesced) -> read the next message
 
 Running a call on the thread that read it costs no thread hand-off, and is safe because a
 client sends a message on a stream only when every call it sent there before has been
-answered (see client.py), and because the calls of a message that have run for
-`call_batches.INLINE_SECS` hand those left to workers: a call that blocks holds up no other
-call for longer than that. At most
-`thread_pool_size` calls run at once, however many streams are open.
+answered (see client.py): a call that blocks holds up no other call (a quick method's, for
+`call_batches.INLINE_SECS` at most). At most `thread_pool_size` calls run at once, however
+many streams are open. A client of this process calls straight in (`run_here`).
 
 A method that returns a `concurrent.futures.Future` (a batched handler does) is answered when
 the future completes, without holding a call slot meanwhile. A server can start before its
@@ -35,7 +33,7 @@ import hmac
 import queue
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import grpc
@@ -65,9 +63,7 @@ class _CallHere:
         self.name = name
 
 
-# After its streams are cancelled, how long stop() waits for their threads to let go of what
-# they hold (shared memory); a thread still running a call past the grace lets go when it ends.
-_STREAMS_END_SECS = 1.0
+_STREAMS_END_SECS = 1.0  # how long stop() waits for cancelled streams to let go of memory
 
 
 class Server:
@@ -313,23 +309,32 @@ class Server:
 
     def _handle(self, frame: serialization.Frame, outbox: queue.SimpleQueue) -> None:
         started = time.perf_counter()
-        name = counted = frame.name
+        try:
+            result = self._invoke(frame.name, lambda: replies.load_arguments(frame), started)
+        except BaseException as e:  # noqa: BLE001 - every failure goes back to the caller
+            self._reply(outbox, frame, replies.error_frame(frame.call_id, e))
+            return
+        if isinstance(result, concurrent.futures.Future):
+            result.add_done_callback(lambda f: self._reply_later(outbox, frame, f, started))
+        else:
+            self._reply(outbox, frame, replies.result_frame(frame.call_id, frame.name, result))
+            self.metrics.record(frame.name, time.perf_counter() - started, False)
+
+    def _invoke(self, name: str, arguments: Callable[[], tuple[tuple, dict]],
+                started: float) -> Any:
+        """What method `name` returns for `arguments()` (a Future: answered later); a
+        failure is counted (under UNKNOWN_METHOD if there is no such method) and raised."""
+        counted = name
         try:
             self._wait_for_object(name)
             counted = metrics.UNKNOWN_METHOD
             method = self._method(name)
             counted = name
-            args, kwargs = replies.load_arguments(frame)
-            result = method(*args, **kwargs)
-        except BaseException as e:  # noqa: BLE001 - every failure goes back to the caller
-            self._reply(outbox, frame, replies.error_frame(frame.call_id, e))
+            args, kwargs = arguments()
+            return method(*args, **kwargs)
+        except BaseException:
             self.metrics.record(counted, time.perf_counter() - started, True)
-            return
-        if isinstance(result, concurrent.futures.Future):
-            result.add_done_callback(lambda f: self._reply_later(outbox, frame, f, started))
-        else:
-            self._reply(outbox, frame, replies.result_frame(frame.call_id, name, result))
-            self.metrics.record(name, time.perf_counter() - started, False)
+            raise
 
     def _reply_later(self, outbox: queue.SimpleQueue, call: serialization.Frame,
                      future: concurrent.futures.Future, started: float) -> None:
@@ -355,31 +360,30 @@ class Server:
             if self._stopped.is_set():
                 raise errors.ServerUnavailableError(
                     f"Courier server at {self._address} is stopping; {name!r} was not run")
+            started = time.perf_counter()
             slot = self._call_slots.get()
             try:
-                return self._context.copy().run(self._run_here, name, args, kwargs)
+                result = self._context.copy().run(self._invoke, name, lambda: (args, kwargs),
+                                                  started)
             finally:
                 self._call_slots.put(slot)
+            if isinstance(result, concurrent.futures.Future):  # waited for without a slot
+                return self._result_of(name, result, started)
+            self.metrics.record(name, time.perf_counter() - started, False)
+            return result
         finally:
             del self._unanswered[call]
             if self._stopped.is_set():
                 with self._drained:
                     self._drained.notify_all()
 
-    def _run_here(self, name: str, args: tuple, kwargs: dict) -> Any:
-        started = time.perf_counter()
-        counted = name
+    def _result_of(self, name: str, future: concurrent.futures.Future,
+                   started: float) -> Any:
+        """What a direct call's future (a batched handler's) comes to, counted then."""
         try:
-            if self._obj is None or not self._ready.is_set():
-                self._wait_for_object(name)
-            counted = metrics.UNKNOWN_METHOD
-            method = self._method(name)
-            counted = name
-            result = method(*args, **kwargs)
-            if isinstance(result, concurrent.futures.Future):
-                result = result.result()
+            result = replies.future_result(name, future)
         except BaseException:
-            self.metrics.record(counted, time.perf_counter() - started, True)
+            self.metrics.record(name, time.perf_counter() - started, True)
             raise
         self.metrics.record(name, time.perf_counter() - started, False)
         return result

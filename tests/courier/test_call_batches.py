@@ -94,8 +94,9 @@ def test_calls_of_a_method_not_known_as_quick_run_at_once_on_workers(served):
 
 def test_a_quick_method_that_blocks_holds_its_message_up_only_for_a_while(served):
     server, stream = served
-    for _ in range(8):  # `wait` on a worker, released at once by `release` here
-        _replies(stream, _message(("wait",), ("release",)), 2)
+    for _ in range(8):  # each quick: `wait` finds the event `release` set just before
+        _replies(stream, _message(("release",)), 1)
+        _replies(stream, _message(("wait",)), 1)
     assert _quick(server, "wait") and _quick(server, "release")
     # Now both run here, `wait` first: `release` is handed to a worker after INLINE_SECS.
     assert _replies(stream, _message(("wait",), ("release",)), 2) == {1: True, 2: True}

@@ -5,7 +5,9 @@ wire brings them, counted in the server's metrics, in its context, waited for by
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextvars
+import multiprocessing
 import threading
 
 import numpy as np
@@ -28,6 +30,8 @@ class Service:
     def __init__(self):
         self.kept = None
         self.blocker = Blocker()
+        self.asked = threading.Event()
+        self.pending: concurrent.futures.Future | None = None
 
     def keep(self, value):
         self.kept = value
@@ -52,6 +56,15 @@ class Service:
     def block(self):
         self.blocker.block()
         return "released"
+
+    def later(self):
+        self.pending = concurrent.futures.Future()
+        self.asked.set()
+        return self.pending
+
+    def answer(self, value):
+        self.pending.set_result(value)
+        return "answered"
 
 
 @pytest.fixture
@@ -148,3 +161,40 @@ def test_a_wrong_token_and_a_deadline_take_the_usual_way(served):
         assert thread != threading.get_ident()  # a server's thread: the deadline can end it
     finally:
         timed.close()
+
+
+def _call_after_the_fork(client, results) -> None:
+    results.put((client.keep(2), client.transport))
+
+
+def test_a_client_forked_with_its_process_reaches_the_parents_server_not_its_copy(served):
+    service, server, client = served
+    context = multiprocessing.get_context("fork")
+    results = context.Queue()
+    child = context.Process(target=_call_after_the_fork, args=(client, results))
+    child.start()
+    try:
+        assert results.get(timeout=30) == (2, "local")
+    finally:
+        child.join(timeout=30)
+    assert service.kept == 2  # the parent's object answered, through a socket
+
+
+def test_a_call_answered_with_a_future_holds_no_call_slot_while_it_waits():
+    service = Service()
+    server = courier.Server(service, thread_pool_size=1)  # one call slot
+    server.start()
+    client = courier.Client(server.address, connect_timeout=2)
+    try:
+        assert client.keep(0) == 0 and client.transport == "in-process"
+        results = []
+        caller = threading.Thread(target=lambda: results.append(client.later()))
+        caller.start()
+        assert service.asked.wait(10)
+        assert client.answer(7) == "answered"  # the one slot is free meanwhile
+        caller.join(10)
+        assert results == [7]
+        assert server.metrics.snapshot()["later"].calls == 1
+    finally:
+        client.close()
+        server.stop()
