@@ -73,12 +73,15 @@ def served():
     service = Service()
     server = courier.Server(service, token=TOKEN)
     contextvars.copy_context().run(lambda: (_WHO.set("the server"), server.start()))
-    client = courier.Client(server.address, token=TOKEN, connect_timeout=2)
-    assert client.keep(0) == 0 and client.transport == "in-process"
-    yield service, server, client
-    service.blocker.release.set()
-    client.close()
-    server.stop()
+    # (transport="auto": whatever transport a run forces for the rest, e.g. gRPC for all)
+    client = courier.Client(server.address, token=TOKEN, connect_timeout=2, transport="auto")
+    try:
+        assert client.keep(0) == 0 and client.transport == "in-process"
+        yield service, server, client
+    finally:
+        service.blocker.release.set()
+        client.close()
+        server.stop()
 
 
 def test_a_blocking_call_sends_no_message_and_runs_on_the_callers_thread(served, monkeypatch):
@@ -153,8 +156,9 @@ def test_a_stopped_server_is_called_the_usual_way(served):
 def test_a_wrong_token_and_a_deadline_take_the_usual_way(served):
     service, server, client = served
     with pytest.raises(courier.PermissionDeniedError):
-        courier.Client(server.address, token="wrong", connect_timeout=2).keep(1)
-    timed = courier.Client(server.address, token=TOKEN, call_timeout=10)
+        courier.Client(server.address, token="wrong", connect_timeout=2,
+                       transport="auto").keep(1)
+    timed = courier.Client(server.address, token=TOKEN, call_timeout=10, transport="auto")
     try:
         timed.keep(1)
         thread, _ = timed.thread_and_context()
@@ -184,7 +188,7 @@ def test_a_call_answered_with_a_future_holds_no_call_slot_while_it_waits():
     service = Service()
     server = courier.Server(service, thread_pool_size=1)  # one call slot
     server.start()
-    client = courier.Client(server.address, connect_timeout=2)
+    client = courier.Client(server.address, connect_timeout=2, transport="auto")
     try:
         assert client.keep(0) == 0 and client.transport == "in-process"
         results = []
