@@ -105,9 +105,10 @@ class CallBatches:
         while True:
             with self._changed:
                 self._changed.wait_for(lambda: self._messages or self._closed)
+                if not self._closed:  # a look every INLINE_SECS (close() ends it at once)
+                    self._changed.wait(INLINE_SECS)
                 if self._closed:
                     return
-            time.sleep(INLINE_SECS)  # the period of a look, not a wait for an event
             late = time.perf_counter() - INLINE_SECS
             with self._changed:
                 messages = [m for m in self._messages if m.started < late]
