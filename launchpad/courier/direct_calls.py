@@ -27,7 +27,6 @@ NOT_HERE = object()  # what `call` returns when the call must go the usual way
 _UNCHANGEABLE = frozenset({int, float, bool, complex, str, bytes, type(None)})
 
 
-
 class Target(Protocol):
     """What a server of this process offers its direct calls (server.py implements it)."""
 
@@ -90,4 +89,3 @@ def _frame(kind: Kind, method: str, parts: list) -> Frame:
     """Pickled parts as a received frame holds them: each buffer copied, read-only."""
     return Frame(kind, 0, method, memoryview(parts[0]),
                  [memoryview(bytes(part)) for part in parts[1:]])
-

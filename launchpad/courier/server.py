@@ -9,9 +9,9 @@ epoll woke, local_server.py), which runs the calls it reads (`replies`, call_bat
 
 Running a call on the thread that read it costs no thread hand-off, and is safe because a
 client sends a message on a stream only when every call it sent there before has been
-answered (see client.py): a call that blocks holds up no other call (a quick method's, for
-`call_batches.INLINE_SECS` at most). At most `thread_pool_size` calls run at once, however
-many streams are open. A client of this process calls straight in (`run_here`).
+answered (see client.py): a call that blocks holds up no other call's run (a quick
+method's, for `call_batches.INLINE_SECS` at most). At most `thread_pool_size` calls run at
+once, however many streams are open. A client of this process calls straight in (`run_here`).
 
 A method that returns a `concurrent.futures.Future` (a batched handler does) is answered when
 the future completes, without holding a call slot meanwhile. A server can start before its
