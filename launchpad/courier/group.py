@@ -19,8 +19,10 @@ threads of the group's, so a member that is slow, or gone and being reconnected 
 no other; its failures are counted (`broadcast_errors`) and logged once per member.
 `choose` calls the member with the fewest of this group's calls in flight; one that is gone
 (`ServerUnavailableError`) is left for another, within the timeout, and is chosen last for
-`UNAVAILABLE_SECS` after any call of the group found it gone. A member that is restarting is
-waited for as its own client waits (its connect_timeout).
+`UNAVAILABLE_SECS` after any call of the group found it gone or missed its deadline (a member
+killed while idle may only show as that: a transport that waits for a restarting server waits
+until the deadline). A member that is restarting is waited for as its own client waits (its
+connect_timeout).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from launchpad.courier.errors import CallTimeoutError, GroupCallError, ServerUna
 from launchpad.courier.threads import DaemonThreadPool
 
 _BROADCAST_THREADS = 4  # senders of broadcasts: a member being reconnected to holds one
-UNAVAILABLE_SECS = 5.0  # a member found gone is chosen last for this long
+UNAVAILABLE_SECS = 5.0  # a member found gone, or late, is chosen last for this long
 
 
 class GroupClient:
@@ -131,7 +133,11 @@ class GroupClient:
         with self._lock:
             self._in_flight[member] -= 1
             if gone:
-                self._gone_until[member] = time.monotonic() + UNAVAILABLE_SECS
+                self._mark_gone(member)
+
+    def _mark_gone(self, member: int) -> None:
+        """Leaves `member` last in `choose` for a while (called holding the lock)."""
+        self._gone_until[member] = time.monotonic() + UNAVAILABLE_SECS
 
     def _submit_all(self, method: str, parts: list) -> list[concurrent.futures.Future]:
         return [self._submit(member, method, parts) for member in range(len(self))]
@@ -176,6 +182,8 @@ class GroupClient:
                 results.append(future.result(left))
             except concurrent.futures.TimeoutError:
                 future.cancel()  # (the member may still run it)
+                with self._lock:
+                    self._mark_gone(member)
                 results.append(CallTimeoutError(
                     f"Deadline Exceeded: {method!r} on member {self._names[member]} did not "
                     f"complete within timeout={timeout}s"))
@@ -223,6 +231,8 @@ class GroupClient:
             try:
                 return self._submit(member, method, parts, counted=True).result(left)
             except concurrent.futures.TimeoutError:
+                with self._lock:
+                    self._mark_gone(member)
                 raise CallTimeoutError(
                     f"Deadline Exceeded: {method!r} on member {self._names[member]} did not "
                     f"complete within timeout={timeout}s") from None

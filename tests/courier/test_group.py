@@ -1,7 +1,7 @@
 """GroupClient (group.py): calls to a group of real servers at once, on every transport -
 results in member order, a partial failure with every member's outcome, deadlines per
-member, broadcast that never waits, choose that goes to the least loaded and skips the gone,
-scatter, slicing, and arguments pickled once for the whole group."""
+member, broadcast that never waits, choose that goes to the least loaded and leaves the gone
+and the late, scatter, slicing, and arguments pickled once for the whole group."""
 
 from __future__ import annotations
 
@@ -134,6 +134,19 @@ def test_choose_skips_a_member_that_is_gone(serve, connect):
     servers[0].stop()
     servers[1].stop()
     assert {made.choose.whoami()[0] for _ in range(6)} == {2}
+
+
+def test_choose_leaves_a_member_that_missed_a_deadline_last(group):
+    # A member killed while idle shows, on a transport that waits for a restarting server,
+    # only as a missed deadline: it is chosen last as a member found gone is.
+    members, made = group
+    for member in members[:3]:
+        member.blocker.release.set()  # only member 3 is held up
+    with pytest.raises(courier.GroupCallError) as raised:
+        made.call(timeout=0.5).slow()
+    assert raised.value.failed == ["member/3"]
+    assert {made.choose.whoami()[0] for _ in range(6)} == {0, 1, 2}
+    members[3].blocker.release.set()
 
 
 def test_scatter_sends_the_ith_arguments_to_the_ith_member(group):
