@@ -62,13 +62,15 @@ class Client:
         False fails at once.
       connect_timeout: seconds to wait for the server to be reachable before the calls waiting
         for it fail with `ServerUnavailableError`.
-      compress: gzip messages on the wire.
+      compress: gzip messages on the wire (over gRPC: the other transports do not
+        compress).
       tls: connect over TLS, presenting its certificate and checking the server's (see
         tls.py); None connects in plaintext.
       transport: which transports may carry the calls (see transport.py): "auto" (the
-        fastest that reaches the server: in this process, this host's Unix socket, gRPC),
-        "local" (never in-process), "grpc" (gRPC only); None follows the environment
-        variable LAUNCHPAD_COURIER_TRANSPORT, else "auto".
+        fastest that reaches the server: in this process, this host's Unix socket, the
+        server's TCP port, gRPC), "local" (never in-process), "tcp" (the TCP port even on
+        this host), "grpc" (gRPC only); None follows the environment variable
+        LAUNCHPAD_COURIER_TRANSPORT, else "auto".
     """
 
     def __init__(self, address: str | AddressResolver, *, token: str = "",
@@ -100,8 +102,8 @@ class Client:
 
     @property
     def transport(self) -> str | None:
-        """The transport the calls travel on now ('in-process', 'local' or 'grpc'); None
-        before the client has reached its server."""
+        """The transport the calls travel on now ('in-process', 'local', 'tcp' or
+        'grpc'); None before the client has reached its server."""
         current = self._slot.connection
         return current.kind if current is not None and not current.broken else None
 

@@ -183,7 +183,7 @@ class Connection:
 
     @property
     def kind(self) -> str | None:
-        """The transport this connection uses ('in-process', 'local', 'grpc'), once known."""
+        """The transport this connection uses ('in-process', 'local', 'tcp', 'grpc'), once known."""
         channel = self._channel
         return channel.kind if channel is not None else None
 

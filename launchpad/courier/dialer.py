@@ -81,7 +81,7 @@ class Dialer:
                     resolve_again = min(2 * resolve_again, _RESOLVE_AGAIN_SECS)
                 if channel.wait_until_ready(attempt):
                     ready, channel = transport.faster(channel, self.address, self._tls,
-                                                      self._mode), None
+                                                      self._mode, self._compress), None
                     return ready
                 if self._cancelled.is_set():
                     raise errors.ClientClosedError(

@@ -51,6 +51,7 @@ from launchpad.courier.grpc_transport import (
     TOKEN_METADATA_KEY,
     metadata_value,
 )
+from launchpad.courier.net_sockets import OFFER_METHOD, PORT_METADATA_KEY
 from launchpad.courier.tls import TLS
 
 _BACKLOG = 4096  # new streams the core holds while Python takes them
@@ -75,6 +76,7 @@ _SERVER_OPTIONS = MESSAGE_OPTIONS + [
 ]
 _ASKED = 8  # requests for new streams open at once
 _METHOD = STREAM_METHOD.encode()
+_OFFER_METHOD = OFFER_METHOD.encode()
 _NEW_STREAM, _SHUTDOWN = "new stream", "shutdown"  # the server's own tags
 # The operations of a stream, each at most once on its way (the tag of its completion).
 _CLOSE, _METADATA, _RECEIVE, _SEND, _STATUS = "close", "metadata", "receive", "send", "status"
@@ -101,6 +103,7 @@ class GrpcServer:
         # Streams not yet let go: the queue is shut down only once the core has let go and
         # these are none, for a thread that answers one may still start its operations.
         self._streams = 0
+        self.tcp_port: int | None = None  # the port offered to clients (net_sockets.py)
         target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         if tls is None:
             self.port = self._server.add_http2_port(target.encode())
@@ -169,6 +172,11 @@ class GrpcServer:
             self._streams += 1
         stream = _ServerStream(event.call, self._forget)
         with stream:
+            if event.call_details.method == _OFFER_METHOD:  # (net_sockets.py)
+                offer = () if self.tcp_port is None else ((PORT_METADATA_KEY,
+                                                           str(self.tcp_port)),)
+                stream.end(grpc.StatusCode.OK, "", offer)
+                return
             if event.call_details.method != _METHOD:
                 stream.end(grpc.StatusCode.UNIMPLEMENTED, "Method not found!")
                 return
@@ -276,13 +284,13 @@ class _ServerStream:
         else:
             self._send_in_order(operations, _SEND)
 
-    def end(self, code: grpc.StatusCode, details: str) -> None:
+    def end(self, code: grpc.StatusCode, details: str, metadata: tuple = ()) -> None:
         """Ends the stream with a status (after every message sent)."""
         if self._ended:
             return
         self._ended = True
         status = grpc_common.STATUS_CODE_TO_CYGRPC_STATUS_CODE[code]
-        self._send_in_order((cygrpc.SendStatusFromServerOperation((), status, details,
+        self._send_in_order((cygrpc.SendStatusFromServerOperation(metadata, status, details,
                                                                   _NO_FLAGS),), _STATUS)
 
     def cancel(self) -> None:

@@ -39,6 +39,7 @@ from grpc import _common as grpc_common
 from grpc._cython import cygrpc
 
 from launchpad.courier import allocator, errors, memory_files, shared_memory
+from launchpad.courier.net_sockets import OFFER_METHOD, PORT_METADATA_KEY
 from launchpad.courier.tls import TLS
 
 STREAM_METHOD = "/launchpad.courier.Courier/Stream"
@@ -126,6 +127,19 @@ class GrpcChannel:
             if e.code() == grpc.StatusCode.UNAVAILABLE:  # not if it connected meanwhile
                 return e.details() or ""
         return ""
+
+    def offered_tcp_port(self) -> int | None:
+        """The TCP port the server offers its records on (net_sockets.py), asked of the
+        server over this channel, which is up; None if it offers none or does not answer
+        within `_PROBE_SECS`."""
+        call = self._channel.unary_stream(OFFER_METHOD)(b"", timeout=_PROBE_SECS)
+        try:
+            for _ in call:
+                pass
+            port = metadata_value(call.trailing_metadata(), PORT_METADATA_KEY)
+        except grpc.RpcError:
+            return None
+        return int(port) if port.isdigit() else None
 
     def open_stream(self, token: str, offer_shared_memory: bool = False) -> "Stream":
         return Stream(self, token, offer_shared_memory)

@@ -1,7 +1,9 @@
-"""The local transport's client side: a channel to a server's Unix socket, and its streams.
+"""The socket transports' client side: channels to a server's Unix socket (this host) or
+its TCP port (another host), and their streams.
 
-See local_sockets.py for the transport, its sockets and who may use them. Each stream is a
-connection of its own; its hello travels with its first message.
+See local_sockets.py for the transport, its sockets and who may use them, and
+net_sockets.py for its records over TCP. Each stream is a connection of its own; its hello
+travels with its first message.
 
 A client polls for its reply for `_REPLY_SPIN_SECS` before it blocks (and a server's stream
 for the next message, local_server.py): two processes on two CPUs of a virtual machine
@@ -17,8 +19,17 @@ import socket
 import time
 
 import grpc
+from absl import logging
 
-from launchpad.courier import errors, hosts, local_sockets, memory_files, records, shared_memory
+from launchpad.courier import (
+    errors,
+    hosts,
+    local_sockets,
+    memory_files,
+    net_sockets,
+    records,
+    shared_memory,
+)
 from launchpad.courier.tls import TLS
 
 _CONNECT_SECS = 1.0
@@ -27,14 +38,59 @@ _FRESH_SECS = 0.01
 _REPLY_SPIN_SECS = 100e-6
 
 
-class LocalChannel:
-    """The way to a server of this host through its Unix socket (streams.Channel)."""
+class _SocketChannel:
+    """What the socket channels share (streams.Channel): a stream per connection, the
+    first of them made when the channel was found; a server that is gone refuses the next
+    connection at once, so a channel is always ready."""
+
+    kind = ""
+
+    def __init__(self, first: socket.socket):
+        self._first: socket.socket | None = first
+
+    def wait_until_ready(self, timeout: float) -> bool:
+        return True
+
+    def is_ready(self) -> bool:
+        return True
+
+    def connect_failure(self) -> str:
+        return ""
+
+    def open_stream(self, token: str, offer_shared_memory: bool = False) -> LocalStream:
+        """A stream on a new connection (the first one made when the channel was found).
+
+        Raises:
+          errors.StreamBroken: the server does not accept connections.
+        """
+        first, self._first = self._first, None
+        try:
+            sock = first or self._connect()
+        except OSError as e:
+            raise errors.StreamBroken(grpc.StatusCode.UNAVAILABLE,
+                                      f"cannot connect to {self}: {e}") from e
+        return LocalStream(sock, token, offer_shared_memory and self.kind == "local")
+
+    def close(self) -> None:
+        if self._first is not None:
+            self._first.close()
+            self._first = None
+
+    def _connect(self) -> socket.socket:
+        raise NotImplementedError
+
+
+class LocalChannel(_SocketChannel):
+    """The way to a server of this host through its Unix socket."""
 
     kind = "local"
 
     def __init__(self, path: str, first: socket.socket):
+        super().__init__(first)
         self._path = path
-        self._first: socket.socket | None = first
+
+    def __str__(self) -> str:
+        return self._path
 
     @classmethod
     def find(cls, address: str, tls: TLS | None) -> LocalChannel | None:
@@ -51,37 +107,49 @@ class LocalChannel:
                 continue
         return None
 
-    def wait_until_ready(self, timeout: float) -> bool:
-        return True
-
-    def is_ready(self) -> bool:
-        return True  # a stream opened on a server that is gone fails to connect, at once
-
     def reachable(self) -> bool:
         """Whether the server still listens on its socket (local_sockets.listening)."""
         return local_sockets.listening(self._path)
 
-    def connect_failure(self) -> str:
-        return ""
+    def _connect(self) -> socket.socket:
+        return _connect(self._path)
 
-    def open_stream(self, token: str, offer_shared_memory: bool = False) -> LocalStream:
-        """A stream on a new connection (the first one made when the channel was found).
 
-        Raises:
-          errors.StreamBroken: the server's socket does not accept connections.
-        """
-        first, self._first = self._first, None
+class NetChannel(_SocketChannel):
+    """The way to a server of another host through the TCP port it offers (net_sockets.py)."""
+
+    kind = "tcp"
+
+    def __init__(self, host: str, port: int, first: socket.socket):
+        super().__init__(first)
+        self._host = host
+        self._port = port
+
+    def __str__(self) -> str:
+        return f"{self._host}:{self._port} (TCP)"
+
+    @classmethod
+    def offered(cls, address: str, grpc_channel) -> NetChannel | None:
+        """A channel to the TCP port that the server at `address` offers through
+        `grpc_channel` (up), if it offers one and it can be reached from here, else None."""
+        port = grpc_channel.offered_tcp_port()
+        if port is None:
+            return None
+        host = address.rpartition(":")[0]
         try:
-            sock = first or _connect(self._path)
+            return cls(host, port, net_sockets.connect(host, port, _CONNECT_SECS))
         except OSError as e:
-            raise errors.StreamBroken(grpc.StatusCode.UNAVAILABLE,
-                                      f"cannot connect to {self._path}: {e}") from e
-        return LocalStream(sock, token, offer_shared_memory)
+            logging.log_first_n(logging.WARNING, "Courier server at %s offers TCP port %d, "
+                                "which cannot be reached from here (%s); its calls go "
+                                "through gRPC", 5, address, port, e)
+            return None
 
-    def close(self) -> None:
-        if self._first is not None:
-            self._first.close()
-            self._first = None
+    def reachable(self) -> bool:
+        """Whether the server still accepts connections on its port."""
+        return net_sockets.listening(self._host, self._port, _CONNECT_SECS)
+
+    def _connect(self) -> socket.socket:
+        return net_sockets.connect(self._host, self._port, _CONNECT_SECS)
 
 
 def _connect(path: str) -> socket.socket:

@@ -1,6 +1,9 @@
-"""The local transport's server side: a server's Unix socket, its streams on few threads.
+"""The socket transports' server side: a server's Unix socket (or TCP port), its streams
+on few threads.
 
-See local_sockets.py for the transport, its sockets and who may use them.
+See local_sockets.py for the transport, its sockets and who may use them; net_transport.py
+for the same records over TCP, between hosts, which this server serves the same way but for
+who may connect (anyone: the hello's token decides) and shared memory (never).
 
 * **Accepting.** One thread accepts connections, checks each peer's uid at once, and looks
   at (peeks) its hello as its bytes come, within `HANDSHAKE_SECS`: a connection without its
@@ -38,7 +41,16 @@ import time
 import grpc
 from absl import logging
 
-from launchpad.courier import errors, hosts, local_sockets, records, shared_memory, streams, threads
+from launchpad.courier import (
+    errors,
+    hosts,
+    local_sockets,
+    net_sockets,
+    records,
+    shared_memory,
+    streams,
+    threads,
+)
 from launchpad.courier.tls import TLS
 
 HANDSHAKE_SECS = 5.0
@@ -63,9 +75,16 @@ _swept = False  # whether this process has swept the socket directory
 class LocalServer:
     """Listens on a server's Unix socket and serves its streams (see the module doc)."""
 
-    def __init__(self, service: streams.SocketService, path: str):
+    def __init__(self, service: streams.SocketService, listener: socket.socket,
+                 path: str | None = None):
+        """Serves the streams that `listener` (listening, non-blocking) accepts: those of
+        this user alone on the Unix socket at `path` (removed at stop), or, for a TCP one
+        (`path` None: net_transport.py), anyone's, their hello's token deciding."""
         self.path = path
         self._service = service
+        self._listener = listener
+        self._is_unix = listener.family == socket.AF_UNIX
+        self.port = None if self._is_unix else listener.getsockname()[1]
         self._stopped = False
         self._lock = threading.Lock()
         self._streams: dict[int, _Stream] = {}  # fd -> every connection not yet closed
@@ -77,18 +96,7 @@ class LocalServer:
         # stream have ended, for the stream threads (level-triggered: every one sees it).
         self._stop_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self._end_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
-        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            if os.path.lexists(path):
-                os.unlink(path)  # a server of this port that is gone (this one has the port)
-            self._listener.bind(path)
-            os.chmod(path, 0o600)
-            self._listener.listen(_BACKLOG)
-            self._listener.setblocking(False)
-        except BaseException:
-            self._close_fds()
-            raise
-        self._inode = os.stat(path).st_ino
+        self._inode = os.stat(path).st_ino if path is not None else None
         self._greeter.register(self._listener.fileno(), select.EPOLLIN)
         self._greeter.register(self._stop_fd, select.EPOLLIN)
         self._stop_signal = select.poll()  # stop() alone, for the accepting thread's waits
@@ -114,7 +122,8 @@ class LocalServer:
             local_sockets.sweep(directory)
         path = local_sockets.socket_path(directory, hosts.normalize(host), port, tls)
         try:
-            return cls(service, path)
+            listener = _listen_on(path)
+            return cls(service, listener, path)
         except OSError as e:
             logging.warning("Courier server on port %d has no local socket (%s); same-host "
                             "clients use gRPC", port, e)
@@ -134,8 +143,8 @@ class LocalServer:
             self._stopped = True
             ended = not self._streams
         try:
-            if os.stat(self.path).st_ino == self._inode:  # not a newer server's socket
-                os.unlink(self.path)
+            if self.path is not None and os.stat(self.path).st_ino == self._inode:
+                os.unlink(self.path)  # (not a newer server's socket)
         except OSError:
             pass
         self._signal(self._stop_fd)
@@ -178,9 +187,11 @@ class LocalServer:
                 # does this thread, a moment (or until stop), rather than spin.
                 self._stop_signal.poll(_ACCEPT_RETRY_SECS * 1000)
                 return
-            if local_sockets.peer_uid(connection) != os.getuid():
+            if self._is_unix and local_sockets.peer_uid(connection) != os.getuid():
                 connection.close()
                 continue
+            if not self._is_unix:
+                net_sockets.tune(connection)
             connection.setblocking(False)
             stream = _Stream(connection, time.monotonic() + HANDSHAKE_SECS)
             with self._lock:
@@ -288,7 +299,9 @@ class LocalServer:
         if fields is None:
             self._close(stream)
             return False
-        peer = local_sockets.LocalPeer(stream.connection, *fields)
+        token, probe = fields
+        # A lane only on this host's socket: a TCP peer's memory files are not here.
+        peer = local_sockets.LocalPeer(stream.connection, token, probe if self._is_unix else "")
         stream.lane = self._service.admit(peer)  # (PeerAborted if refused: nothing attached)
         stream.peer = peer
         self._service.attach(peer)
@@ -368,3 +381,20 @@ class _Stream:
         self.outbox: queue.SimpleQueue = queue.SimpleQueue()
         self.replied = 0.0  # when the last reply was sent (perf_counter)
         self.hot = True  # whether its next message is likely to come within a poll
+
+
+def _listen_on(path: str) -> socket.socket:
+    """A listening, non-blocking Unix socket at `path`, only this user's (the old socket of
+    a server of this port that is gone replaced: this one has the port)."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        if os.path.lexists(path):
+            os.unlink(path)
+        listener.bind(path)
+        os.chmod(path, 0o600)
+        listener.listen(_BACKLOG)
+        listener.setblocking(False)
+        return listener
+    except BaseException:
+        listener.close()
+        raise

@@ -1,15 +1,18 @@
 """Every transport of a server at once, and for a client the fastest that reaches it.
 
-A courier server is reachable three ways (`Endpoints`): through gRPC on its port (from any
-host), through a Unix socket (local_sockets.py, from its own host) and directly (in_process.py,
-from its own process). A client opens the fastest channel that reaches the server it names
-(`open_channel`): in-process, else local, else gRPC. The semantics are the same on each
+A courier server is reachable four ways (`Endpoints`): through gRPC on its port (from any
+host), through a TCP port of its own carrying courier's records (net_sockets.py; from any
+host, when the server has no TLS), through a Unix socket (local_sockets.py, from its own
+host) and directly (in_process.py, from its own process). A client opens the fastest channel
+that reaches the server it names (`open_channel`): in-process, else local, else gRPC, which,
+once up, tells it the TCP port to go on with (`faster`). The semantics are the same on each
 (the same messages, errors, timeouts, cancellation and token); only the cost differs.
 
 The choice can be narrowed, per client (`Client(transport=...)`) or per process (the
 environment variable `LAUNCHPAD_COURIER_TRANSPORT`): `auto` (the default) as above, `local`
-never in-process (a socket even to a server of this process), `grpc` gRPC everywhere, for
-debugging and for comparison.
+never in-process (a socket even to a server of this process), `tcp` the TCP port even on
+this host (as a client of another host would), `grpc` gRPC everywhere, for debugging and
+for comparison.
 """
 
 from __future__ import annotations
@@ -17,15 +20,24 @@ from __future__ import annotations
 import os
 from typing import Protocol
 
-from launchpad.courier import grpc_server, grpc_transport, in_process, local_server, streams
-from launchpad.courier.local_client import LocalChannel
+from absl import logging
+
+from launchpad.courier import (
+    grpc_server,
+    grpc_transport,
+    in_process,
+    local_server,
+    net_sockets,
+    streams,
+)
+from launchpad.courier.local_client import LocalChannel, NetChannel
 from launchpad.courier.tls import TLS
 
 ENV_TRANSPORT = "LAUNCHPAD_COURIER_TRANSPORT"
 # How long a stopping server's gRPC streams live on, every reply sent, so that the last
 # replies leave before the streams are cancelled (a stream with no RPC left ends at once).
 _GRPC_FLUSH_SECS = 0.2
-MODES = ("auto", "local", "grpc")
+MODES = ("auto", "local", "tcp", "grpc")
 
 
 def mode_of(option: str | None) -> str:
@@ -62,13 +74,17 @@ def open_channel(address: str, *, compress: bool = False, tls: TLS | None = None
             or grpc_transport.GrpcChannel(address, compress, tls))
 
 
-def faster(channel: streams.Channel, address: str, tls: TLS | None,
-           mode: str) -> streams.Channel:
+def faster(channel: streams.Channel, address: str, tls: TLS | None, mode: str,
+           compress: bool = False) -> streams.Channel:
     """`channel`, or, for a gRPC channel that has just come up, a faster way to its server
-    if there is one now (the server was starting when the channel was opened)."""
+    if there is one now: a transport of this host (the server was starting when the channel
+    was opened), else the TCP port the server offers. A compressing client stays on gRPC,
+    which does the compressing."""
     if channel.kind != "grpc":
         return channel
     found = fast_channel(address, tls, mode)
+    if found is None and mode != "grpc" and tls is None and not compress:
+        found = NetChannel.offered(address, channel)
     if found is None:
         return channel
     channel.close()
@@ -93,8 +109,12 @@ class Endpoints:
         self._host = host
         self._target = target
         self._local = local_server.LocalServer.bind(target, host, self.port, tls)
-        if self._local is not None:
-            self._local.start()
+        self._tcp = None if tls is not None else _tcp_server(target, host)
+        for listener in (self._local, self._tcp):
+            if listener is not None:
+                listener.start()
+        if self._tcp is not None:
+            self._grpc.tcp_port = self._tcp.port
         in_process.register(host, self.port, tls, target)
         self._grpc.start()
 
@@ -104,11 +124,24 @@ class Endpoints:
         stream opened on a stopping server would only be ended, failing its call. gRPC
         keeps accepting until stop(), which is how it stops gracefully."""
         in_process.unregister(self._host, self.port, self._target)
-        if self._local is not None:
-            self._local.stop()
+        for listener in (self._local, self._tcp):
+            if listener is not None:
+                listener.stop()
 
     def stop(self) -> None:
         """Stops accepting on every transport, then stops gRPC: its streams end after
         `_GRPC_FLUSH_SECS`, time for what they sent to go out (streams.Peer.cancel)."""
         self.refuse_new_streams()
         self._grpc.stop(grace=_GRPC_FLUSH_SECS)
+
+
+def _tcp_server(target: Served, host: str) -> local_server.LocalServer | None:
+    """The server's TCP port for its records (net_sockets.py), or None if the host has
+    none to give (the server is then reached from other hosts through gRPC alone)."""
+    try:
+        listener = net_sockets.listen(host)
+    except OSError as e:
+        logging.warning("Courier server on %s has no TCP port for its records (%s); other "
+                        "hosts' clients use gRPC", host, e)
+        return None
+    return local_server.LocalServer(target, listener)

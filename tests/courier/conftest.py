@@ -24,7 +24,7 @@ from launchpad.courier import errors, streams, transport
 TOKEN = "test-secret-token"
 # Each transport, and what the environment variable says to get it for a server of this
 # process.
-TRANSPORTS = {"in-process": "auto", "local": "local", "grpc": "grpc"}
+TRANSPORTS = {"in-process": "auto", "local": "local", "tcp": "tcp", "grpc": "grpc"}
 
 
 def assert_reconnects(client) -> None:
@@ -57,9 +57,11 @@ def assert_server_ends_stream(stream: streams.ClientStream,
 
 def open_raw_channel(server: courier.Server, kind: str) -> streams.Channel:
     """A channel of transport `kind` to `server`, connected (the caller closes it)."""
-    channel = transport.open_channel(server.address, mode=TRANSPORTS[kind])
-    assert channel.kind == kind
+    mode = TRANSPORTS[kind]
+    channel = transport.open_channel(server.address, mode=mode)
     assert channel.wait_until_ready(10)
+    channel = transport.faster(channel, server.address, None, mode)  # (TCP: once it is up)
+    assert channel.kind == kind
     return channel
 
 
@@ -173,11 +175,15 @@ def connect(request):
     yield make
     expected = (request.node.funcargs.get("courier_transport")
                 or request.node.funcargs.get("socket_transport"))
-    used = {client.transport for client in of_own_servers} - {None}
+    # (A server with TLS offers no TCP port: its clients of another host stay on gRPC.)
+    used = {(client.transport, client._tls is not None) for client in of_own_servers}
     for client in clients:
         client.close()
     if expected is not None:
-        assert used <= {expected}, f"clients used {used}, not only {expected}"
+        over_tls = "grpc" if expected == "tcp" else expected
+        wrong = {kind for kind, tls in used
+                 if kind not in (None, over_tls if tls else expected)}
+        assert not wrong, f"clients used {wrong}, not only {expected}"
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 
 The server runs in a child process whose open-files limit (hard limit too, so that raising
 the soft one cannot hide the flood) is far below the number of idle connections the test
-opens, to its gRPC port or to its local socket. A client in a new process, on that
+opens, to its gRPC port, its TCP port or its local socket. A client in a new process, on that
 transport, must still get an answer within seconds.
 """
 
@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from launchpad.courier import limits, local_sockets, transport
+from launchpad.courier import grpc_transport, limits, local_sockets, transport
 from tests.courier.children import child_server
 
 pytestmark = pytest.mark.timeout(90)
@@ -87,9 +87,22 @@ def _sockets_held(pid: int) -> int:
     return count
 
 
+def _tcp_port(port: int) -> int:
+    """The TCP port for its records that the server of gRPC port `port` offers."""
+    channel = grpc_transport.GrpcChannel(f"127.0.0.1:{port}")
+    try:
+        assert channel.wait_until_ready(10)
+        offered = channel.offered_tcp_port()
+    finally:
+        channel.close()
+    assert offered is not None
+    return offered
+
+
 def _idle_connection(kind: str, port: int) -> socket.socket:
-    """A connection that never sends a byte, to the server's gRPC port or its local socket."""
-    if kind == "grpc":
+    """A connection that never sends a byte, to the server's gRPC port, its TCP port (`port`
+    is then that one) or its local socket."""
+    if kind in ("grpc", "tcp"):
         sock, where = socket.socket(), ("127.0.0.1", port)
     else:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -101,13 +114,14 @@ def _idle_connection(kind: str, port: int) -> socket.socket:
     return sock
 
 
-@pytest.mark.parametrize("kind", ["grpc", "local"])
+@pytest.mark.parametrize("kind", ["grpc", "tcp", "local"])
 def test_a_real_client_gets_through_a_flood_of_idle_connections(tmp_path, kind):
     with _limited_server(tmp_path / "server.log") as (pid, port):
+        flooded = _tcp_port(port) if kind == "tcp" else port
         flood: list[socket.socket] = []
         try:
             for _ in range(FLOOD):
-                flood.append(_idle_connection(kind, port))
+                flood.append(_idle_connection(kind, flooded))
             deadline = time.monotonic() + 10
             while _sockets_held(pid) < LIMIT // 2 and time.monotonic() < deadline:
                 time.sleep(0.05)  # polls: the server accepts them, with no event to wait on

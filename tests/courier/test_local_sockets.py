@@ -60,7 +60,7 @@ def test_a_socket_directory_open_to_others_is_not_used(serve, connect, service):
         assert local_sockets.socket_dir() is None
         client = connect(serve(service, token=TOKEN), token=TOKEN, transport="local")
         assert client.ping() == "pong"
-        assert client.transport == "grpc"  # the server made no socket there
+        assert client.transport == "tcp"  # the server made no socket there: its TCP port
     finally:
         os.chmod(directory, 0o700)
     assert local_sockets.socket_dir() == directory

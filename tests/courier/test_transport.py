@@ -125,8 +125,9 @@ def test_the_environment_variable_and_the_option_choose_the_mode(monkeypatch):
     monkeypatch.setenv(transport.ENV_TRANSPORT, "carrier-pigeon")
     with pytest.raises(ValueError, match="LAUNCHPAD_COURIER_TRANSPORT.*carrier-pigeon"):
         transport.mode_of(None)
-    with pytest.raises(ValueError, match="transport must be one of auto, local, grpc"):
-        transport.mode_of("tcp")
+    assert transport.mode_of("tcp") == "tcp"
+    with pytest.raises(ValueError, match="transport must be one of auto, local, tcp, grpc"):
+        transport.mode_of("udp")
 
 
 # --- Malformed input ---
