@@ -17,7 +17,8 @@ The simulator is one event loop, so that what it measures is the controller and 
 courier's Client gives each connection threads of its own, and at 12,500 agents those
 threads took 60 times the controller's CPU. Each connection is one courier stream on the
 transport a node of this host or of another would use (`LAUNCHPAD_COURIER_TRANSPORT`:
-`grpc`, one gRPC connection each; otherwise the server's Unix socket), carrying courier's
+`tcp`, one connection each to the TCP port the server offers, as agents of other hosts
+call; `grpc`, one gRPC connection each; otherwise the server's Unix socket), carrying courier's
 own messages (serialization.py) under the stream's rule: a message is sent when every call
 of the last one is answered, and the calls that came meanwhile travel together in the
 next. Prints "registered" once every node has, then one JSON line: the latencies (ms) of
@@ -42,6 +43,7 @@ from launchpad.courier import (
     hosts,
     limits,
     local_sockets,
+    net_sockets,
     records,
     serialization,
     transport,
@@ -67,10 +69,13 @@ class _LocalStream:
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
 
+    async def _open(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        return await asyncio.open_unix_connection(self._path)
+
     async def send(self, message: bytes) -> None:
         pieces = [records.pack_header(local_sockets.MESSAGE, len(message)), message]
         if self._writer is None:
-            self._reader, self._writer = await asyncio.open_unix_connection(self._path)
+            self._reader, self._writer = await self._open()
             pieces[:0] = [records.pack_header(local_sockets.HELLO, len(self._hello)),
                           self._hello]
             self._writer.writelines(pieces)
@@ -92,6 +97,28 @@ class _LocalStream:
     def close(self) -> None:
         if self._writer is not None:
             self._writer.close()
+
+
+class _TcpStream(_LocalStream):
+    """The same records on the server's TCP port (net_sockets.py), as an agent of another
+    host calls (`tcp_port`: the port the server offers)."""
+
+    tcp_port = 0
+
+    async def _open(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        reader, writer = await asyncio.open_connection("127.0.0.1", self.tcp_port)
+        net_sockets.tune(writer.get_extra_info("socket"))
+        return reader, writer
+
+
+def _offered_tcp_port(address: str) -> int:
+    channel = grpc_transport.GrpcChannel(address)
+    try:
+        if not channel.wait_until_ready(30) or (port := channel.offered_tcp_port()) is None:
+            raise ConnectionError(f"the controller at {address} offers no TCP port")
+        return port
+    finally:
+        channel.close()
 
 
 class _GrpcStream:
@@ -205,7 +232,9 @@ def _arguments(method: str, *args) -> list:
 async def simulate(address: str, token: str, first: int, end: int, per_connection: int,
                    secs: float, agent_nodes: int) -> dict:
     kind = transport.mode_of(None)
-    stream_class = _GrpcStream if kind == "grpc" else _LocalStream
+    stream_class = {"grpc": _GrpcStream, "tcp": _TcpStream}.get(kind, _LocalStream)
+    if kind == "tcp":
+        _TcpStream.tcp_port = _offered_tcp_port(address)
     per_connection = agent_nodes or per_connection
     connections = [_Connection(stream_class(address, token))
                    for _ in range(first, end, per_connection)]

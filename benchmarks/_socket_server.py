@@ -1,10 +1,11 @@
 """Raw socket echo server: the floor the courier benchmark measures against.
 
-Run as `python -m benchmarks._socket_server`: binds a free TCP port on 127.0.0.1, prints it on
-one stdout line, then serves until its stdin is closed (so it exits with its parent, even one
-that was killed). Each connection gets a thread that reads length-prefixed messages (an 8-byte
-length, then the bytes) and writes each back unchanged: the least any Python RPC must do, so
-no Python RPC between two processes can be faster.
+Run as `python -m benchmarks._socket_server [--host H]`: binds a free TCP port on H
+(127.0.0.1 by default), prints it on one stdout line, then serves until its stdin is closed
+(so it exits with its parent, even one that was killed). Each connection gets a thread that
+reads length-prefixed messages (an 8-byte length, then the bytes) and writes each back
+unchanged: the least any Python RPC must do, so no Python RPC between two processes can be
+faster.
 """
 
 from __future__ import annotations
@@ -51,7 +52,8 @@ def _accept(listener: socket.socket) -> None:
 
 
 def main() -> None:
-    listener = socket.create_server(("127.0.0.1", 0))
+    host = sys.argv[sys.argv.index("--host") + 1] if "--host" in sys.argv else "127.0.0.1"
+    listener = socket.create_server((host, 0))
     threading.Thread(target=_accept, args=(listener,), daemon=True).start()
     print(listener.getsockname()[1], flush=True)
     sys.stdin.read()  # Returns when the parent closes our stdin (or exits).

@@ -1,7 +1,7 @@
 """Benchmark: one real controller under thousands of simulated nodes.
 
 Run: `python -m benchmarks.controller_scale [--sizes 1000,10000] [--secs 20]
-[--simulators 2] [--per-connection 25] [--agent-nodes 8] [--transport auto|grpc]`. Prints
+[--simulators 2] [--per-connection 25] [--agent-nodes 8] [--transport auto|tcp|grpc]`. Prints
 one JSON object on stdout (its last line); progress goes to stderr.
 
 For each size, a controller process (benchmarks/_controller_process.py: the real Controller
@@ -24,7 +24,8 @@ does. Each row of `results`:
 * `failed_nodes`: nodes the controller declared lost (a heartbeat answered too late).
 
 The simulators run on the controller's host, so their calls take the local transport (Unix
-sockets) unless `--transport grpc` makes them call as nodes and agents of other hosts do.
+sockets) unless `--transport tcp` makes them call as nodes and agents of other hosts do (the
+TCP port the controller offers), or `--transport grpc` as they did before that port.
 On this machine (2 cores) the simulators share the CPUs with the controller, so latencies
 include that contention; the controller's CPU share is its own. Targets (issue 27): at
 10,000 nodes through agents, at most 0.5 of a core and a resolve p99 of at most 20 ms.
@@ -122,8 +123,9 @@ def main() -> None:
     parser.add_argument("--simulators", type=int, default=2)
     parser.add_argument("--per-connection", type=int, default=25)
     parser.add_argument("--agent-nodes", type=int, default=8)
-    parser.add_argument("--transport", choices=["auto", "grpc"], default="auto",
-                        help="the simulators' transport (auto: local, on this host)")
+    parser.add_argument("--transport", choices=["auto", "tcp", "grpc"], default="auto",
+                        help="the simulators' transport (auto: local, on this host; tcp: "
+                             "as agents of other hosts call)")
     args = parser.parse_args()
     results = []
     for nodes in (int(n) for n in args.sizes.split(",")):

@@ -8,6 +8,7 @@ is answered all along (`good_caller`).
 
 from __future__ import annotations
 
+import errno
 import socket
 import threading
 
@@ -89,26 +90,39 @@ def test_a_malformed_message_ends_only_its_own_stream(attacked, message):
     assert not caller.failures
 
 
-# ----------------------------------------------------------------------------- the local socket
+# ------------------------------------------------------ the local socket and the TCP port
 
 def _socket_path(server) -> str:
     return local_sockets.socket_path(local_sockets.socket_dir(), "127.0.0.1", server.port, None)
 
 
-def converse(path: str, sent: bytes) -> list[tuple[int, bytes]]:
-    """Connects to a local server's socket, sends `sent` and ends what it sends; returns
-    the records the server sent until it closed the connection (within WITHIN_SECS)."""
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+def _tcp_port(server) -> tuple[str, int]:
+    channel = open_raw_channel(server, "grpc")
+    try:
+        return "127.0.0.1", channel.offered_tcp_port()
+    finally:
+        channel.close()
+
+
+def converse(where: str | tuple[str, int], sent: bytes) -> list[tuple[int, bytes]]:
+    """Connects to a server's local socket (a path) or TCP port (host, port), sends `sent`
+    and ends what it sends; returns the records the server sent until it closed the
+    connection (within WITHIN_SECS)."""
+    family = socket.AF_UNIX if isinstance(where, str) else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
     received = b""
     try:
         sock.settimeout(WITHIN_SECS)
-        sock.connect(path)
+        sock.connect(where)
         sock.sendall(sent)
         sock.shutdown(socket.SHUT_WR)
         while chunk := sock.recv(1 << 16):
             received += chunk
-    except ConnectionResetError:
+    except (ConnectionResetError, BrokenPipeError):
         pass  # it closed with some of what we sent unread: the same end
+    except OSError as e:
+        if e.errno != errno.ENOTCONN:  # (over TCP, that same end, seen by shutdown)
+            raise
     except TimeoutError:
         pytest.fail(f"the server neither closed the connection nor said more within "
                     f"{WITHIN_SECS:g} s")
@@ -143,21 +157,23 @@ records = st.lists(st.one_of(
     st.binary(max_size=20)), max_size=3)
 
 
-@pytest.fixture
-def local_attacked(serve, good_caller):
-    """(the socket path, the good caller) of a server under attack on its local socket."""
+@pytest.fixture(params=["local", "tcp"])
+def local_attacked(request, serve, good_caller):
+    """(where: the socket path or the TCP port, the good caller) of a server under attack on
+    its local socket or its TCP port, which speak the same records."""
     server = serve(Echo(), token=TOKEN)
-    return _socket_path(server), good_caller(server, "local")
+    where = _socket_path(server) if request.param == "local" else _tcp_port(server)
+    return where, good_caller(server, request.param)
 
 
 @pytest.mark.skipif(local_sockets.socket_dir() is None, reason="no local socket directory")
 @given(opening=hellos, sent=records)
 @target(60)
-def test_hostile_records_on_the_local_socket_end_only_their_connection(local_attacked,
-                                                                       opening, sent):
-    path, caller = local_attacked
+def test_hostile_records_on_a_socket_end_only_their_connection(local_attacked, opening,
+                                                               sent):
+    where, caller = local_attacked
     admitted, hello = opening
-    answered = converse(path, hello + b"".join(sent))
+    answered = converse(where, hello + b"".join(sent))
     kinds = [kind for kind, _ in answered]
     if not admitted:  # nothing but its refusal, if it was a hello at all
         assert kinds in ([], [local_sockets.STATUS]), kinds
