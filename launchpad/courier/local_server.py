@@ -1,7 +1,7 @@
 """The socket transports' server side: a server's Unix socket (or TCP port), its streams
 on few threads.
 
-See local_sockets.py for the transport, its sockets and who may use them; net_transport.py
+See local_sockets.py for the transport, its sockets and who may use them; net_sockets.py
 for the same records over TCP, between hosts, which this server serves the same way but for
 who may connect (anyone: the hello's token decides) and shared memory (never).
 
@@ -73,13 +73,14 @@ _swept = False  # whether this process has swept the socket directory
 
 
 class LocalServer:
-    """Listens on a server's Unix socket and serves its streams (see the module doc)."""
+    """Listens on a server's Unix socket or TCP port and serves its streams (see the module
+    doc)."""
 
     def __init__(self, service: streams.SocketService, listener: socket.socket,
                  path: str | None = None):
         """Serves the streams that `listener` (listening, non-blocking) accepts: those of
         this user alone on the Unix socket at `path` (removed at stop), or, for a TCP one
-        (`path` None: net_transport.py), anyone's, their hello's token deciding."""
+        (`path` None: net_sockets.py), anyone's, their hello's token deciding."""
         self.path = path
         self._service = service
         self._listener = listener
