@@ -123,7 +123,7 @@ class LocalServer:
             local_sockets.sweep(directory)
         path = local_sockets.socket_path(directory, hosts.normalize(host), port, tls)
         try:
-            listener = _listen_on(path)
+            listener = local_sockets.listen(path, _BACKLOG)
             return cls(service, listener, path)
         except OSError as e:
             logging.warning("Courier server on port %d has no local socket (%s); same-host "
@@ -383,19 +383,3 @@ class _Stream:
         self.replied = 0.0  # when the last reply was sent (perf_counter)
         self.hot = True  # whether its next message is likely to come within a poll
 
-
-def _listen_on(path: str) -> socket.socket:
-    """A listening, non-blocking Unix socket at `path`, only this user's (the old socket of
-    a server of this port that is gone replaced: this one has the port)."""
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        if os.path.lexists(path):
-            os.unlink(path)
-        listener.bind(path)
-        os.chmod(path, 0o600)
-        listener.listen(_BACKLOG)
-        listener.setblocking(False)
-        return listener
-    except BaseException:
-        listener.close()
-        raise

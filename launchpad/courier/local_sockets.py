@@ -109,6 +109,23 @@ def listening(path: str) -> bool:
     return True
 
 
+def listen(path: str, backlog: int) -> socket.socket:
+    """A listening, non-blocking Unix socket at `path`, only this user's (the old socket of
+    a server of this port that is gone replaced: this one has the port)."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        if os.path.lexists(path):
+            os.unlink(path)
+        listener.bind(path)
+        os.chmod(path, 0o600)
+        listener.listen(backlog)
+        listener.setblocking(False)
+        return listener
+    except BaseException:
+        listener.close()
+        raise
+
+
 def socket_path(directory: str, host: str, port: int, tls: TLS | None) -> str:
     key = f"{hosts.host_identity()}|{host}|{port}|{tls_tag(tls)}".encode()
     return os.path.join(directory, f"{port}-{hashlib.blake2b(key, digest_size=8).hexdigest()}")
