@@ -43,7 +43,6 @@ from absl import logging
 
 from launchpad.courier import (
     errors,
-    hosts,
     local_sockets,
     net_sockets,
     records,
@@ -69,36 +68,37 @@ _HOT_GAP_SECS = 1e-3
 _HOT_HOLD_SECS = 0.05
 _WAITING = select.EPOLLIN | select.EPOLLRDHUP | select.EPOLLONESHOT
 _GREETING = select.EPOLLIN | select.EPOLLRDHUP | select.EPOLLET
-_swept = False  # whether this process has swept the socket directory
 
 
 class LocalServer:
-    """Listens on a server's Unix socket or TCP port and serves its streams (see the module
-    doc)."""
+    """Listens on a server's Unix socket and TCP port and serves their streams (see the
+    module doc)."""
 
-    def __init__(self, service: streams.SocketService, listener: socket.socket,
-                 path: str | None = None):
-        """Serves the streams that `listener` (listening, non-blocking) accepts: those of
-        this user alone on the Unix socket at `path` (removed at stop), or, for a TCP one
-        (`path` None: net_sockets.py), anyone's, their hello's token deciding."""
-        self.path = path
+    def __init__(self, service: streams.SocketService,
+                 listeners: list[tuple[socket.socket, str | None]]):
+        """Serves the streams that each listener (listening, non-blocking) accepts: on a
+        Unix socket (with its path, removed at stop) this user's alone; on a TCP port
+        (net_sockets.py) anyone's, their hello's token deciding. One accepting thread and
+        one pool of stream threads serve them all."""
         self._service = service
-        self._listener = listener
-        self._is_unix = listener.family == socket.AF_UNIX
-        self.port = None if self._is_unix else listener.getsockname()[1]
+        self._listeners = {listener.fileno(): listener for listener, _ in listeners}
+        self.path = next((path for _, path in listeners if path is not None), None)
+        self.port = next((listener.getsockname()[1] for listener, _ in listeners
+                          if listener.family != socket.AF_UNIX), None)
         self._stopped = False
         self._lock = threading.Lock()
         self._streams: dict[int, _Stream] = {}  # fd -> every connection not yet closed
         self._greeting: collections.OrderedDict[int, _Stream] = collections.OrderedDict()
         self._running = 2  # the accepting thread, and the stream threads (all of them)
-        self._greeter = select.epoll()  # the listener and connections without their hello
+        self._greeter = select.epoll()  # the listeners and connections without their hello
         self._served = select.epoll()  # streams waiting for their next message
         # Written by stop(), for the accepting thread; and once the server and its last
         # stream have ended, for the stream threads (level-triggered: every one sees it).
         self._stop_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self._end_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
-        self._inode = os.stat(path).st_ino if path is not None else None
-        self._greeter.register(self._listener.fileno(), select.EPOLLIN)
+        self._inode = os.stat(self.path).st_ino if self.path is not None else None
+        for fd in self._listeners:
+            self._greeter.register(fd, select.EPOLLIN)
         self._greeter.register(self._stop_fd, select.EPOLLIN)
         self._stop_signal = select.poll()  # stop() alone, for the accepting thread's waits
         self._stop_signal.register(self._stop_fd, select.POLLIN)
@@ -112,23 +112,24 @@ class LocalServer:
     @classmethod
     def bind(cls, service: streams.SocketService, host: str, port: int,
              tls: TLS | None) -> LocalServer | None:
-        """A listener for the server at host:port, or None where this host has no usable
-        socket directory (the server is then reached through gRPC alone)."""
-        global _swept
-        directory = local_sockets.socket_dir()
-        if directory is None:
-            return None
-        if not _swept:  # once per process: the leftovers of servers that were killed
-            _swept = True
-            local_sockets.sweep(directory)
-        path = local_sockets.socket_path(directory, hosts.normalize(host), port, tls)
+        """The listeners of the server at host:port: its Unix socket, where this host has a
+        usable socket directory, and without TLS its TCP port; None if it gets neither (it
+        is then reached through gRPC alone)."""
+        listeners: list[tuple[socket.socket, str | None]] = []
+        path = local_sockets.server_path(host, port, tls)
         try:
-            listener = local_sockets.listen(path, _BACKLOG)
-            return cls(service, listener, path)
+            if path is not None:
+                listeners.append((local_sockets.listen(path, _BACKLOG), path))
         except OSError as e:
             logging.warning("Courier server on port %d has no local socket (%s); same-host "
-                            "clients use gRPC", port, e)
-            return None
+                            "clients use another transport", port, e)
+        try:
+            if tls is None:
+                listeners.append((net_sockets.listen(host, _BACKLOG), None))
+        except OSError as e:
+            logging.warning("Courier server on port %d has no TCP port for its records (%s); "
+                            "other hosts' clients use gRPC", port, e)
+        return cls(service, listeners) if listeners else None
 
     def start(self) -> None:
         self._thread.start()
@@ -161,23 +162,25 @@ class LocalServer:
             except InterruptedError:
                 continue
             for fd, _ in events:
-                if fd == self._listener.fileno():
-                    self._accept()
+                if fd in self._listeners:
+                    self._accept(self._listeners[fd])
                 elif fd != self._stop_fd:
                     stream = self._greeting.get(fd)
                     if stream is not None:
                         self._greet(stream)
             self._let_go_of_silent(time.monotonic())
-        self._greeter.unregister(self._listener.fileno())
-        self._listener.close()
+        for fd, listener in self._listeners.items():
+            self._greeter.unregister(fd)
+            listener.close()
         for stream in list(self._greeting.values()):
             self._close(stream)
         self._thread_ends()
 
-    def _accept(self) -> None:
+    def _accept(self, listener: socket.socket) -> None:
+        local = listener.family == socket.AF_UNIX
         for _ in range(_ACCEPTS_PER_WAKE):
             try:
-                connection, _ = self._listener.accept()
+                connection, _ = listener.accept()
             except BlockingIOError:
                 return
             except OSError as e:
@@ -188,13 +191,13 @@ class LocalServer:
                 # does this thread, a moment (or until stop), rather than spin.
                 self._stop_signal.poll(_ACCEPT_RETRY_SECS * 1000)
                 return
-            if self._is_unix and local_sockets.peer_uid(connection) != os.getuid():
+            if local and local_sockets.peer_uid(connection) != os.getuid():
                 connection.close()
                 continue
-            if not self._is_unix:
+            if not local:
                 net_sockets.tune(connection)
             connection.setblocking(False)
-            stream = _Stream(connection, time.monotonic() + HANDSHAKE_SECS)
+            stream = _Stream(connection, time.monotonic() + HANDSHAKE_SECS, local)
             with self._lock:
                 self._streams[stream.fd] = stream
             self._greeting[stream.fd] = stream
@@ -302,7 +305,7 @@ class LocalServer:
             return False
         token, probe = fields
         # A lane only on this host's socket: a TCP peer's memory files are not here.
-        peer = local_sockets.LocalPeer(stream.connection, token, probe if self._is_unix else "")
+        peer = local_sockets.LocalPeer(stream.connection, token, probe if stream.local else "")
         stream.lane = self._service.admit(peer)  # (PeerAborted if refused: nothing attached)
         stream.peer = peer
         self._service.attach(peer)
@@ -359,7 +362,8 @@ class LocalServer:
                 os.eventfd_write(eventfd, 1)
 
     def _close_fds(self) -> None:
-        self._listener.close()
+        for listener in self._listeners.values():
+            listener.close()
         self._greeter.close()
         self._served.close()
         with self._lock:
@@ -371,8 +375,9 @@ class LocalServer:
 class _Stream:
     """One connection to the server: greeting, being served, or waiting for a message."""
 
-    def __init__(self, connection: socket.socket, deadline: float):
+    def __init__(self, connection: socket.socket, deadline: float, local: bool):
         self.connection = connection
+        self.local = local  # on the Unix socket (else the TCP port)
         self.fd = connection.fileno()
         self.deadline = deadline  # for its hello
         self.epoll: select.epoll | None = None  # the one it is registered with

@@ -50,6 +50,7 @@ MAX_MESSAGE = 1 << 62  # as over gRPC: a message is as long as its sender makes 
 _FIELD = struct.Struct("<H")
 _PEERCRED = struct.Struct("3i")
 _STALE_SECS = 60.0
+_swept = False  # whether this process has swept the socket directory
 
 
 def socket_dir() -> str | None:
@@ -107,6 +108,20 @@ def listening(path: str) -> bool:
     finally:
         probe.close()
     return True
+
+
+def server_path(host: str, port: int, tls: TLS | None) -> str | None:
+    """Where the server at host:port puts its socket, or None where this host has no usable
+    socket directory. A process's first server sweeps the directory of the sockets of
+    servers that were killed."""
+    global _swept
+    directory = socket_dir()
+    if directory is None:
+        return None
+    if not _swept:
+        _swept = True
+        sweep(directory)
+    return socket_path(directory, hosts.normalize(host), port, tls)
 
 
 def listen(path: str, backlog: int) -> socket.socket:

@@ -34,23 +34,22 @@ KEEPALIVE_IDLE_SECS = 20
 KEEPALIVE_INTERVAL_SECS = 5
 KEEPALIVE_PROBES = 2
 _USER_TIMEOUT_MS = (KEEPALIVE_IDLE_SECS + KEEPALIVE_PROBES * KEEPALIVE_INTERVAL_SECS) * 1000
-_BACKLOG = 4096
 _WILDCARDS = ("", "0.0.0.0", "::", "*")
 
 
-def listen(host: str) -> socket.socket:
+def listen(host: str, backlog: int) -> socket.socket:
     """A listening, non-blocking TCP socket on `host` (the interface a server's gRPC port is
     bound to; a wildcard is every interface, IPv6 and IPv4) and a port the kernel picks."""
     host = host.strip("[]")
     if host in _WILDCARDS:
         if socket.has_dualstack_ipv6():
             listener = socket.create_server(("::", 0), family=socket.AF_INET6,
-                                            backlog=_BACKLOG, dualstack_ipv6=True)
+                                            backlog=backlog, dualstack_ipv6=True)
         else:
-            listener = socket.create_server(("0.0.0.0", 0), backlog=_BACKLOG)
+            listener = socket.create_server(("0.0.0.0", 0), backlog=backlog)
     else:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        listener = socket.create_server((host, 0), family=family, backlog=_BACKLOG)
+        listener = socket.create_server((host, 0), family=family, backlog=backlog)
     listener.setblocking(False)
     return listener
 

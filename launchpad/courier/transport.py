@@ -20,16 +20,7 @@ from __future__ import annotations
 import os
 from typing import Protocol
 
-from absl import logging
-
-from launchpad.courier import (
-    grpc_server,
-    grpc_transport,
-    in_process,
-    local_server,
-    net_sockets,
-    streams,
-)
+from launchpad.courier import grpc_server, grpc_transport, in_process, local_server, streams
 from launchpad.courier.local_client import LocalChannel, NetChannel
 from launchpad.courier.tls import TLS
 
@@ -108,25 +99,23 @@ class Endpoints:
         self.port = self._grpc.port
         self._host = host
         self._target = target
-        self._local = local_server.LocalServer.bind(target, host, self.port, tls)
-        self._tcp = None if tls is not None else _tcp_server(target, host)
-        for listener in (self._local, self._tcp):
-            if listener is not None:
-                listener.start()
-        if self._tcp is not None:
-            self._grpc.tcp_port = self._tcp.port
+        self._sockets = local_server.LocalServer.bind(target, host, self.port, tls)
+        if self._sockets is not None:
+            self._sockets.start()
+            self._grpc.tcp_port = self._sockets.port
         in_process.register(host, self.port, tls, target)
         self._grpc.start()
 
     def refuse_new_streams(self) -> None:
-        """Leaves the in-process registry and closes the local socket (streams already open
-        go on): a client then finds the server gone and resolves its name afresh, where a
-        stream opened on a stopping server would only be ended, failing its call. gRPC
-        keeps accepting until stop(), which is how it stops gracefully."""
+        """Leaves the in-process registry, closes the Unix socket and the TCP port and no
+        longer offers that port (streams already open go on): a client then finds the server
+        gone and resolves its name afresh, where a stream opened on a stopping server would
+        only be ended, failing its call. gRPC keeps accepting until stop(), which is how it
+        stops gracefully."""
         in_process.unregister(self._host, self.port, self._target)
-        for listener in (self._local, self._tcp):
-            if listener is not None:
-                listener.stop()
+        self._grpc.tcp_port = None
+        if self._sockets is not None:
+            self._sockets.stop()
 
     def stop(self) -> None:
         """Stops accepting on every transport, then stops gRPC: its streams end after
@@ -134,14 +123,3 @@ class Endpoints:
         self.refuse_new_streams()
         self._grpc.stop(grace=_GRPC_FLUSH_SECS)
 
-
-def _tcp_server(target: Served, host: str) -> local_server.LocalServer | None:
-    """The server's TCP port for its records (net_sockets.py), or None if the host has
-    none to give (the server is then reached from other hosts through gRPC alone)."""
-    try:
-        listener = net_sockets.listen(host)
-    except OSError as e:
-        logging.warning("Courier server on %s has no TCP port for its records (%s); other "
-                        "hosts' clients use gRPC", host, e)
-        return None
-    return local_server.LocalServer(target, listener)
