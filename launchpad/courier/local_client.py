@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import socket
 import time
+from collections.abc import Callable
 
 import grpc
 from absl import logging
@@ -45,8 +46,9 @@ class _SocketChannel:
 
     kind = ""
 
-    def __init__(self, first: socket.socket):
+    def __init__(self, first: socket.socket, connect: Callable[[], socket.socket]):
         self._first: socket.socket | None = first
+        self._connect = connect  # a new connection to the server
 
     def wait_until_ready(self, timeout: float) -> bool:
         return True
@@ -76,9 +78,6 @@ class _SocketChannel:
             self._first.close()
             self._first = None
 
-    def _connect(self) -> socket.socket:
-        raise NotImplementedError
-
 
 class LocalChannel(_SocketChannel):
     """The way to a server of this host through its Unix socket."""
@@ -86,7 +85,7 @@ class LocalChannel(_SocketChannel):
     kind = "local"
 
     def __init__(self, path: str, first: socket.socket):
-        super().__init__(first)
+        super().__init__(first, lambda: _connect(path))
         self._path = path
 
     def __str__(self) -> str:
@@ -111,9 +110,6 @@ class LocalChannel(_SocketChannel):
         """Whether the server still listens on its socket (local_sockets.listening)."""
         return local_sockets.listening(self._path)
 
-    def _connect(self) -> socket.socket:
-        return _connect(self._path)
-
 
 class NetChannel(_SocketChannel):
     """The way to a server of another host through the TCP port it offers (net_sockets.py)."""
@@ -121,7 +117,7 @@ class NetChannel(_SocketChannel):
     kind = "tcp"
 
     def __init__(self, host: str, port: int, first: socket.socket):
-        super().__init__(first)
+        super().__init__(first, lambda: net_sockets.connect(host, port, _CONNECT_SECS))
         self._host = host
         self._port = port
 
@@ -147,9 +143,6 @@ class NetChannel(_SocketChannel):
     def reachable(self) -> bool:
         """Whether the server still accepts connections on its port."""
         return net_sockets.listening(self._host, self._port, _CONNECT_SECS)
-
-    def _connect(self) -> socket.socket:
-        return net_sockets.connect(self._host, self._port, _CONNECT_SECS)
 
 
 def _connect(path: str) -> socket.socket:
