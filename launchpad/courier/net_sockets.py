@@ -34,14 +34,14 @@ KEEPALIVE_IDLE_SECS = 20
 KEEPALIVE_INTERVAL_SECS = 5
 KEEPALIVE_PROBES = 2
 _USER_TIMEOUT_MS = (KEEPALIVE_IDLE_SECS + KEEPALIVE_PROBES * KEEPALIVE_INTERVAL_SECS) * 1000
-_WILDCARDS = ("", "0.0.0.0", "::", "*")
+_EVERY_INTERFACE = ("", "::", "*")  # IPv6 and IPv4 (0.0.0.0: IPv4 alone, as gRPC binds)
 
 
 def listen(host: str, backlog: int) -> socket.socket:
     """A listening, non-blocking TCP socket on `host` (the interface a server's gRPC port is
-    bound to; a wildcard is every interface, IPv6 and IPv4) and a port the kernel picks."""
+    bound to) and a port the kernel picks."""
     host = host.strip("[]")
-    if host in _WILDCARDS:
+    if host in _EVERY_INTERFACE:
         if socket.has_dualstack_ipv6():
             listener = socket.create_server(("::", 0), family=socket.AF_INET6,
                                             backlog=backlog, dualstack_ipv6=True)
