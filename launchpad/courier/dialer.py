@@ -2,9 +2,10 @@
 
 A connection (connection.py) dials once, on a thread of its own, before its first stream.
 The channel is the fastest transport that reaches the server (transport.py): the server
-itself when it is in this process, its Unix socket when it is on this host, gRPC otherwise;
-a server first reached through gRPC while it started is looked for on the faster ones once
-it answers. The wait is bounded by the client's connect_timeout.
+itself when it is in this process, its Unix socket when it is on this host, gRPC otherwise,
+which, once it answers, hands over to a faster way if there is one: this host's (the server
+was starting) or the TCP port the server offers. The wait is bounded by the client's
+connect_timeout.
 """
 
 from __future__ import annotations
