@@ -248,6 +248,20 @@ def test_launch_has_few_modules_at_its_top():
     assert len(top) <= 12, top
 
 
+def test_lp_launch_is_short_and_branches_on_no_launch_type():
+    """`lp.launch` finds its launcher in one table and asks it; what differs between launch
+    types is said by each launcher, never by a test of the launch type in `launch()`."""
+    tree = ast.parse((PACKAGE / "launch" / "launch.py").read_text())
+    launch = next(node for node in tree.body
+                  if isinstance(node, ast.FunctionDef) and node.name == "launch")
+    assert launch.end_lineno - launch.lineno + 1 <= 60
+    compared = [ast.unparse(node) for node in ast.walk(launch) if isinstance(node, ast.Compare)]
+    named = [node.value for node in ast.walk(launch)
+             if isinstance(node, ast.Constant) and isinstance(node.value, str)
+             and node.value.lower() in {t.value for t in lp.LaunchType}]
+    assert not compared and not named, (compared, named)
+
+
 def test_no_attribute_of_a_controller_is_assigned_outside_its_class():
     """A controller is built whole by its launch; what changes while it runs changes through
     its methods (set_pending, ...), never by another module writing it."""
