@@ -19,7 +19,9 @@ import portpicker
 from launchpad import context
 from launchpad.address import Address
 from launchpad.errors import NoContextError
+from launchpad.nodes import thread_interrupt
 from launchpad.nodes.dereference import Dereferenceable, placeholders_in
+from launchpad.nodes.errors import Interrupted
 from launchpad.program import GraphNode, Program
 
 
@@ -265,18 +267,27 @@ def running_state() -> Any:
 
 
 def run_keeping_state(run: Callable[[], Any]) -> None:
-    """Runs a node's object's `run()`. When the node keeps state: a run that raises saves it
-    first, its object still able to answer (for the restart, or a later resume), and a save
-    that failed meanwhile fails the node once `run()` returns."""
+    """Runs a node's object's `run()`. When the node keeps state: a save that fails ends the
+    run at once, as the node's failure (thread_interrupt.py); a run that raises saves the
+    state first, its object still able to answer (for the restart, or a later resume)."""
     state = running_state()
-    state = state if state is not None and state.attached else None
-    try:
+    if state is None or not state.attached:
         run()
-    except Exception:
-        if state is not None:
+        return
+    interrupt = thread_interrupt.ThreadInterrupt()
+    state.when_save_fails(interrupt.fire)
+    try:
+        try:
+            run()
+        except Exception:
             state.save_after_failure(context.current().termination_notice_secs)
-        raise
-    if state is not None and state.failure is not None:
+            raise
+        finally:
+            state.when_save_fails(None)
+            interrupt.disarm()
+    except Interrupted:
+        raise state.failure from None
+    if state.failure is not None:
         raise state.failure
 
 

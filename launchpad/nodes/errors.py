@@ -7,3 +7,8 @@ class ColocationError(RuntimeError):
 
 class StaleDataError(RuntimeError):
     """A cacher holds only data older than its `stale_after_ms`, and cannot refresh it."""
+
+
+class Interrupted(BaseException):
+    """Raised in a thread by a `ThreadInterrupt` (thread_interrupt.py): a BaseException, so
+    that a loop's `except Exception:` does not swallow it."""

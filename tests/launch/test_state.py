@@ -279,6 +279,28 @@ def test_a_detached_programs_node_restarts_from_its_state(launch_failing, box):
     assert controller.restarts() == {"counter/0": 1}
 
 
+class UnsaveableLoop(Unsaveable):
+    """A node whose run() is a loop that never returns by itself (a learner's), and that
+    swallows every Exception it meets."""
+
+    def run(self):
+        while True:
+            try:
+                threading.Event().wait(0.01)  # a step of work
+            except Exception:  # noqa: BLE001 - a careless loop: the failure must still end it
+                pass
+
+
+@pytest.mark.parametrize("launch_failing", LOCAL, indirect=True)
+def test_a_save_that_fails_ends_a_run_loop_at_once(launch_failing):
+    program = lp.Program("unsaveable-loop")
+    with program.group("learner", state=lp.StatePolicy(every_secs=0.1)):
+        program.add_node(lp.CourierNode(UnsaveableLoop))
+    controller = launch_failing(program)
+    with pytest.raises(lp.NodeFailedError, match="learner/0 could not save its state"):
+        controller.wait(timeout=TIMEOUT)
+
+
 @pytest.mark.parametrize("launch_failing", LOCAL, indirect=True)
 def test_a_node_whose_run_fails_is_saved_before_its_restart(launch_failing):
     program, (handle,) = _program(every_secs=3600)  # no save of the period's in this test

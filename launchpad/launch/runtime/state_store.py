@@ -20,7 +20,7 @@ when its node stops gracefully, and when its run fails while its object can stil
   and calls wait for a save (`guarded`), unless the class sets
   `save_state_concurrently = True`.
 * **A failed save is the node's failure**, named, and the previous states are kept: its
-  node fails once it returns (a served object's node at once).
+  node fails at once (a `run()` under way is interrupted: nodes/thread_interrupt.py).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ import os
 import re
 import threading
 import types
+from collections.abc import Callable
 from typing import Any
 
 import cloudpickle
@@ -180,6 +181,7 @@ class NodeState:
         self._next_seq = 0
         self._over = threading.Event()  # the node stopped (its last save made), or a save failed
         self.failure: BaseException | None = None  # how a save failed
+        self._on_failure: Callable[[], None] | None = None
 
     @property
     def attached(self) -> bool:
@@ -221,6 +223,14 @@ class NodeState:
             return instance
         return _Guarded(instance, self._lock)
 
+    def when_save_fails(self, callback: Callable[[], None] | None) -> None:
+        """Calls `callback` once a save fails (`failure` set by then), at once if one has;
+        it may be called twice. None forgets it. What ends a node's `run()` loop at once
+        (nodes/base.py)."""
+        self._on_failure = callback  # (then `failure` read: one side sees the other's write)
+        if callback is not None and self.failure is not None:
+            callback()
+
     def save_after_failure(self, timeout: float) -> None:
         """Saves the state of a node whose run failed while its object can still answer
         (unless a save failed already), waiting at most `timeout` for calls under way. A
@@ -259,6 +269,8 @@ class NodeState:
                 self.failure.__cause__ = e
                 logging.error("%s", self.failure)
                 self._over.set()
+                if self._on_failure is not None:
+                    self._on_failure()
                 return
             self._next_seq += 1
             for old in _seqs(folder)[:-self._spec.keep]:
