@@ -124,7 +124,12 @@ def test_bad_flag_is_refused_before_anything_launches():
 @needs_reverb
 @pytest.mark.usefixtures("no_leaked_processes")
 @pytest.mark.timeout(300)  # past the run's own 240 s: the suite's 120 s would cut it first
-@pytest.mark.parametrize("args", [[], ["--num_workers=2"]], ids=["one_device", "two_workers"])
+@pytest.mark.parametrize("args", [
+    [],
+    # The learner replicated over two worker processes: the same trainer's modes are
+    # tested in every run by tests/launch/test_replicated.py, and sngan's two workers run.
+    pytest.param(["--num_workers=2"], marks=pytest.mark.long_example),
+], ids=["one_device", "two_workers"])
 def test_d4pg_runs_a_short_program_and_stops_cleanly(tmp_path, args):
     """Every node runs (replay, counter, learner, cacher, two actors, evaluator, limiter);
     the limiter stops the program after its steps; the curve is written and drawn."""
