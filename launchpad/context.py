@@ -145,11 +145,15 @@ class NodeContext:
         return courier.Client(self.resolver(label, index), token=self.token,
                               tls=self.tls, **options)
 
-    def new_server(self, **options: Any) -> courier.Server:
+    def new_server(self, *, remote_clients: bool = False, **options: Any) -> courier.Server:
         """A courier server for this node: bound where the program reaches it, with its
-        token (and TLS); `options`: see Server."""
+        token (and TLS); `options`: see Server. Under a local launch its clients are all of
+        this host, so it serves them alone (`Server(local_only=True)`: no gRPC), unless
+        `remote_clients` (the node's handles ask for gRPC or TCP)."""
+        local_only = (not remote_clients and bool(self.launch_type)
+                      and is_local_launch_or_test(self.launch_type))
         server = courier.Server(None, host=self.bind_host, token=self.token,
-                                tls=self.tls, **options)
+                                tls=self.tls, local_only=local_only, **options)
         self.servers.append(server)
         return server
 

@@ -4,8 +4,9 @@ A connection (connection.py) dials once, on a thread of its own, before its firs
 The channel is the fastest transport that reaches the server (transport.py): the server
 itself when it is in this process, its Unix socket when it is on this host, gRPC otherwise,
 which, once it answers, hands over to a faster way if there is one: this host's (the server
-was starting) or the TCP port the server offers. The wait is bounded by the client's
-connect_timeout.
+was starting) or the TCP port the server offers. While gRPC does not answer, this host's ways
+are looked for again after each wait (a server of this host's clients alone has no gRPC). The
+wait is bounded by the client's connect_timeout.
 """
 
 from __future__ import annotations
@@ -84,6 +85,9 @@ class Dialer:
                     ready, channel = transport.faster(channel, self.address, self._tls,
                                                       self._mode, self._compress), None
                     return ready
+                found = transport.fast_channel(self.address, self._tls, self._mode)
+                if found is not None:  # a server that came up meanwhile, maybe without gRPC
+                    return found
                 if self._cancelled.is_set():
                     raise errors.ClientClosedError(
                         f"The client of {self.address} was closed while it connected")

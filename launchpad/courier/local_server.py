@@ -111,10 +111,10 @@ class LocalServer:
 
     @classmethod
     def bind(cls, service: streams.SocketService, host: str, port: int,
-             tls: TLS | None) -> LocalServer | None:
+             tls: TLS | None, tcp: bool = True) -> LocalServer | None:
         """The listeners of the server at host:port: its Unix socket, where this host has a
-        usable socket directory, and without TLS its TCP port; None if it gets neither (it
-        is then reached through gRPC alone)."""
+        usable socket directory, and without TLS (and with `tcp`) its TCP port; None if it
+        gets neither (it is then reached through gRPC alone)."""
         listeners: list[tuple[socket.socket, str | None]] = []
         path = local_sockets.server_path(host, port, tls)
         try:
@@ -124,7 +124,7 @@ class LocalServer:
             logging.warning("Courier server on port %d has no local socket (%s); same-host "
                             "clients use another transport", port, e)
         try:
-            if tls is None:
+            if tls is None and tcp:
                 listeners.append((net_sockets.listen(host, _BACKLOG), None))
         except OSError as e:
             logging.warning("Courier server on port %d has no TCP port for its records (%s); "

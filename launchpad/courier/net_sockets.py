@@ -54,6 +54,23 @@ def listen(host: str, backlog: int) -> socket.socket:
     return listener
 
 
+def hold(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to `port` of `host` (0: one the kernel picks) and not listening: the
+    port is this process's, and a client that tries it is refused at once (a server with no
+    gRPC keeps its address this way: transport.Endpoints)."""
+    host = host.strip("[]")
+    every = host in _EVERY_INTERFACE
+    family = socket.AF_INET6 if ":" in host or (every and socket.has_ipv6) else socket.AF_INET
+    holder = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        holder.bind(("::" if every and family == socket.AF_INET6 else
+                     "0.0.0.0" if every else host, port))
+        return holder
+    except BaseException:
+        holder.close()
+        raise
+
+
 def tune(connection: socket.socket) -> None:
     """Small messages leave at once; a vanished peer is found by keepalive probes."""
     connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

@@ -77,16 +77,21 @@ class Server:
       thread_pool_size: how many calls run at once.
       tls: serve over TLS only, to clients with a certificate of its CA (see tls.py); None
         serves plaintext.
+      local_only: serve only clients of this host (in this process and through its Unix
+        socket): no gRPC server and no TCP port, which other hosts' clients need; see
+        transport.Endpoints for when it serves every transport all the same.
     """
 
     def __init__(self, obj: Any = None, *, port: int = 0, host: str = "127.0.0.1",
-                 token: str = "", thread_pool_size: int = 16, tls: TLS | None = None):
+                 token: str = "", thread_pool_size: int = 16, tls: TLS | None = None,
+                 local_only: bool = False):
         if thread_pool_size < 1:
             raise ValueError(f"thread_pool_size must be >= 1, got {thread_pool_size}")
         self._host = host
         self._port = port
         self._token = token
         self._tls = tls
+        self._local_only = local_only
         self._obj = obj
         self._ready = threading.Event()
         if obj is not None:
@@ -133,7 +138,8 @@ class Server:
         # futures) waits in the pool's queue, not in thousands of threads.
         self._workers = DaemonThreadPool(self._call_slots.qsize(),
                                          thread_name_prefix="courier-worker")
-        self._endpoints = transport.Endpoints(self, self._host, self._port, self._tls)
+        self._endpoints = transport.Endpoints(self, self._host, self._port, self._tls,
+                                              self._local_only)
         host = f"[{self._host}]" if ":" in self._host else self._host
         self._address = f"{host}:{self._endpoints.port}"
         return self._address

@@ -545,6 +545,13 @@ def test_calls_take_the_fastest_transport_and_a_handle_may_force_grpc(launch, re
         fastest = "grpc"
     if fastest is not None:  # (on a cluster, it depends on where the node was placed)
         assert fast_client.transport == fastest
+    if fastest in ("in-process", "local"):  # every client is of this host: its server has
+        stranger = courier.Client(fast_client.address, transport="grpc", connect_timeout=1.0)
+        try:  # no gRPC (refused at once), where the forced node's has
+            with pytest.raises(courier.ServerUnavailableError):
+                stranger.echo(3)
+        finally:
+            stranger.close()
 
 
 def test_every_argument_of_launch_is_documented_once_by_the_options_schema():

@@ -110,7 +110,9 @@ class CourierNode(python.PyClassNode):
         return CourierHandle(self, self._courier_client_kwargs)
 
     def run(self) -> None:
-        with base.running_context() as node, serving(node, self._address,
+        # Handles that ask for gRPC or the TCP port need the server to offer them.
+        remote = self._courier_client_kwargs.get("transport") in ("grpc", "tcp")
+        with base.running_context() as node, serving(node, self._address, remote_clients=remote,
                                                      **self._courier_kwargs) as server:
             try:
                 instance = self._construct_instance()
