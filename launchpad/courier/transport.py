@@ -102,7 +102,7 @@ class Endpoints:
 
     A server for this host's clients alone (`local_only`: a node of a local launch) starts
     no gRPC server, whose core costs each node process threads and memory (100 nodes of
-    local_mp: 612-614 MB PSS with it, 574-578 without), and no TCP port. Its port is held
+    local_mp: 612-614 MB PSS with it, 574-584 without), and no TCP port. Its port is held
     (net_sockets.hold) so that its address stays its own, and a gRPC client is refused at
     once. Where this host has no socket directory, or `LAUNCHPAD_COURIER_TRANSPORT` asks for
     gRPC or TCP (whose clients would not reach it), it serves them all after all.
