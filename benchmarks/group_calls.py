@@ -9,6 +9,9 @@ own process, interleaved round by round (medians of `--rounds`):
 * `group_call_ms`: `group.call.ping()`, every member's result;
 * `futures_loop_ms`: `[f.result() for f in [m.futures.ping() for m in members]]`;
 * `blocking_loop_ms`: `[m.ping() for m in members]`, one round trip after another;
+* for each of these three, `*_caller_cpu_us` and `*_others_cpu_us`: CPU per member call
+  spent by the caller's process and by everything else on the machine (the members, the
+  kernel), from its own CPU time and /proc/stat;
 * `broadcast_1mib_ms` (up to 64 members): `group.broadcast.take(array)` of a 1 MiB float32
   array, until every member has it; `broadcast_pickles`: how many times the array was
   pickled for it; `broadcast_copied_mib`: how many MiB the caller copied into shared memory
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -76,6 +80,14 @@ class Caller:
                 run()
                 times[kind].append((time.perf_counter() - started) * 1e3)
         row = {kind: round(statistics.median(values), 3) for kind, values in times.items()}
+        for kind, run in kinds.items():  # CPU: each kind's rounds in one block (/proc/stat
+            own, machine = time.process_time(), _machine_cpu_secs()  # counts 10 ms ticks)
+            for _ in range(rounds):
+                run()
+            own, machine = time.process_time() - own, _machine_cpu_secs() - machine
+            name, calls = kind.removesuffix("_ms"), rounds * len(group)
+            row[f"{name}_caller_cpu_us"] = round(own / calls * 1e6, 1)
+            row[f"{name}_others_cpu_us"] = round(max(0.0, machine - own) / calls * 1e6, 1)
         if len(group) <= _BROADCAST_MEMBERS:
             row.update(self._broadcast())
         return row
@@ -111,6 +123,14 @@ class Caller:
         row.update({"futures_loop_1mib_ms": round(took, 2),
                     "futures_loop_copied_mib": _mib(_copied_in() - copied_in)})
         return row
+
+
+def _machine_cpu_secs() -> float:
+    """CPU seconds the whole machine has spent busy (every process, and the kernel)."""
+    with open("/proc/stat") as stat:
+        fields = [int(field) for field in stat.readline().split()[1:]]
+    idle = fields[3] + fields[4]  # idle, iowait
+    return (sum(fields) - idle) / os.sysconf("SC_CLK_TCK")
 
 
 def _copied_in() -> int:
