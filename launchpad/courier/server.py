@@ -77,9 +77,8 @@ class Server:
       thread_pool_size: how many calls run at once.
       tls: serve over TLS only, to clients with a certificate of its CA (see tls.py); None
         serves plaintext.
-      local_only: serve only clients of this host (in this process and through its Unix
-        socket): no gRPC server and no TCP port, which other hosts' clients need; see
-        transport.Endpoints for when it serves every transport all the same.
+      local_only: serve this host's clients alone (in-process, the Unix socket): no gRPC, no
+        TCP port (transport.Endpoints says when it serves every transport all the same).
     """
 
     def __init__(self, obj: Any = None, *, port: int = 0, host: str = "127.0.0.1",
@@ -262,8 +261,7 @@ class Server:
             yield reply, last
 
     def _answer(self, peer: streams.Peer, message: bytes, lane: shared_memory.Lane | None,
-                outbox: queue.SimpleQueue,
-                run_last_here: bool) -> Iterator[tuple[list, bool]]:
+                outbox: queue.SimpleQueue, run_last_here: bool) -> Iterator[tuple[list, bool]]:
         """Runs the calls of one message and yields its replies (see `_replies`)."""
         try:
             frames = serialization.decode_message(message, lane.reader if lane else None)
@@ -285,8 +283,7 @@ class Server:
             with self._drained:  # stop() waits for every stream to be waiting
                 self._drained.notify_all()
 
-    def _start_calls(self, frames: list, outbox: queue.SimpleQueue,
-                     run_last_here: bool) -> None:
+    def _start_calls(self, frames: list, outbox: queue.SimpleQueue, run_last_here: bool) -> None:
         """Runs a message's calls on this thread (call_batches.py), or all on workers when
         `run_last_here` is off."""
         # A stop that begins after this check waits for these calls: their stream is not
@@ -348,8 +345,7 @@ class Server:
         failed = future.cancelled() or future.exception() is not None
         self.metrics.record(call.name, time.perf_counter() - started, failed)
 
-    def _reply(self, outbox: queue.SimpleQueue, call: serialization.Frame,
-               frames: list) -> None:
+    def _reply(self, outbox: queue.SimpleQueue, call: serialization.Frame, frames: list) -> None:
         outbox.put(frames)
         del self._unanswered[call]
         if self._stopped.is_set():
@@ -383,8 +379,7 @@ class Server:
                 with self._drained:
                     self._drained.notify_all()
 
-    def _result_of(self, name: str, future: concurrent.futures.Future,
-                   started: float) -> Any:
+    def _result_of(self, name: str, future: concurrent.futures.Future, started: float) -> Any:
         """What a direct call's future (a batched handler's) comes to, counted then."""
         try:
             result = replies.future_result(name, future)
