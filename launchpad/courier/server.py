@@ -284,8 +284,7 @@ class Server:
                 self._drained.notify_all()
 
     def _start_calls(self, frames: list, outbox: queue.SimpleQueue, run_last_here: bool) -> None:
-        """Runs a message's calls on this thread (call_batches.py), or all on workers when
-        `run_last_here` is off."""
+        """Runs a message's calls (call_batches.py; on workers alone if not run_last_here)."""
         # A stop that begins after this check waits for these calls: their stream is not
         # waiting (it has a message), and the calls are unanswered before it returns.
         if not self._stopped.is_set():
