@@ -148,16 +148,6 @@ class Unsaveable:
         raise AssertionError("nothing was saved to restore")
 
 
-@pytest.mark.parametrize("launch_failing", LOCAL, indirect=True)
-def test_a_save_that_fails_is_the_nodes_failure_named(launch_failing):
-    program = lp.Program("unsaveable")
-    with program.group("counter", state=lp.StatePolicy(every_secs=0.1)):
-        program.add_node(lp.CourierNode(Unsaveable))
-    controller = launch_failing(program)
-    with pytest.raises(lp.NodeFailedError, match="counter/0 could not save its state"):
-        controller.wait(timeout=TIMEOUT)
-
-
 def test_a_program_resumes_from_its_last_run_and_refuses_another_graph(tmp_path,
                                                                        monkeypatch):
     monkeypatch.setenv("LAUNCHPAD_RUN_DIR", str(tmp_path))
@@ -292,12 +282,15 @@ class UnsaveableLoop(Unsaveable):
 
 
 @pytest.mark.parametrize("launch_failing", LOCAL, indirect=True)
-def test_a_save_that_fails_ends_a_run_loop_at_once(launch_failing):
-    program = lp.Program("unsaveable-loop")
-    with program.group("learner", state=lp.StatePolicy(every_secs=0.1)):
-        program.add_node(lp.CourierNode(UnsaveableLoop))
+@pytest.mark.parametrize("unsaveable", [Unsaveable, UnsaveableLoop])
+def test_a_save_that_fails_is_the_nodes_failure_named_at_once(launch_failing, unsaveable):
+    """A served object's node fails as the save fails; so does one whose run() loops for
+    good: its loop is ended."""
+    program = lp.Program("unsaveable")
+    with program.group("counter", state=lp.StatePolicy(every_secs=0.1)):
+        program.add_node(lp.CourierNode(unsaveable))
     controller = launch_failing(program)
-    with pytest.raises(lp.NodeFailedError, match="learner/0 could not save its state"):
+    with pytest.raises(lp.NodeFailedError, match="counter/0 could not save its state"):
         controller.wait(timeout=TIMEOUT)
 
 
