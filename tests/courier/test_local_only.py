@@ -28,7 +28,8 @@ def _refused(port: int) -> bool:
     return False
 
 
-def test_it_serves_this_host_and_refuses_grpc_at_once(serve, connect, service):
+def test_it_serves_this_host_and_refuses_grpc_at_once(serve, connect, service, monkeypatch):
+    monkeypatch.delenv(transport.ENV_TRANSPORT, raising=False)  # (a run may force gRPC)
     server = serve(service, token=TOKEN, local_only=True)
     assert connect(server, token=TOKEN).ping() == "pong"
     local = connect(server, token=TOKEN, transport="local")
@@ -66,7 +67,9 @@ def test_without_a_socket_directory_it_serves_every_transport(serve, connect, se
         os.chmod(directory, 0o700)
 
 
-def test_a_client_that_dialed_before_the_server_started_reaches_it(serve, connect, service):
+def test_a_client_that_dialed_before_the_server_started_reaches_it(serve, connect, service,
+                                                                   monkeypatch):
+    monkeypatch.delenv(transport.ENV_TRANSPORT, raising=False)  # (a run may force gRPC)
     port = portpicker.pick_unused_port()
     with socket.create_server(("127.0.0.1", port)) as early:
         early.settimeout(30)
