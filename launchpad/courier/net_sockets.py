@@ -40,16 +40,9 @@ _EVERY_INTERFACE = ("", "::", "*")  # IPv6 and IPv4 (0.0.0.0: IPv4 alone, as gRP
 def listen(host: str, backlog: int) -> socket.socket:
     """A listening, non-blocking TCP socket on `host` (the interface a server's gRPC port is
     bound to) and a port the kernel picks."""
-    host = host.strip("[]")
-    if host in _EVERY_INTERFACE:
-        if socket.has_dualstack_ipv6():
-            listener = socket.create_server(("::", 0), family=socket.AF_INET6,
-                                            backlog=backlog, dualstack_ipv6=True)
-        else:
-            listener = socket.create_server(("0.0.0.0", 0), backlog=backlog)
-    else:
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        listener = socket.create_server((host, 0), family=family, backlog=backlog)
+    family, address, dualstack = _interface(host)
+    listener = socket.create_server((address, 0), family=family, backlog=backlog,
+                                    dualstack_ipv6=dualstack)
     listener.setblocking(False)
     return listener
 
@@ -58,17 +51,27 @@ def hold(host: str, port: int) -> socket.socket:
     """A TCP socket bound to `port` of `host` (0: one the kernel picks) and not listening: the
     port is this process's, and a client that tries it is refused at once (a server with no
     gRPC keeps its address this way: transport.Endpoints)."""
-    host = host.strip("[]")
-    every = host in _EVERY_INTERFACE
-    family = socket.AF_INET6 if ":" in host or (every and socket.has_ipv6) else socket.AF_INET
+    family, address, dualstack = _interface(host)
     holder = socket.socket(family, socket.SOCK_STREAM)
     try:
-        holder.bind(("::" if every and family == socket.AF_INET6 else
-                     "0.0.0.0" if every else host, port))
+        if dualstack:
+            holder.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        holder.bind((address, port))
         return holder
     except BaseException:
         holder.close()
         raise
+
+
+def _interface(host: str) -> tuple[socket.AddressFamily, str, bool]:
+    """The family and address that bind `host` as gRPC binds it, and whether the socket
+    takes IPv4 too (every interface, where this host has dual-stack IPv6)."""
+    host = host.strip("[]")
+    if host in _EVERY_INTERFACE:
+        if socket.has_dualstack_ipv6():
+            return socket.AF_INET6, "::", True
+        return socket.AF_INET, "0.0.0.0", False
+    return (socket.AF_INET6 if ":" in host else socket.AF_INET), host, False
 
 
 def tune(connection: socket.socket) -> None:
