@@ -12,6 +12,8 @@ import threading
 import pytest
 
 import launchpad as lp
+from examples.evolution_strategies import launch as es_launch
+from examples.evolution_strategies.es import Worker
 from examples.evolution_strategies.launch import make_program
 from tests.launch.helpers import TIMEOUT
 
@@ -41,18 +43,41 @@ def _generation(controller) -> int:
         return -1
 
 
+def _gated_worker(gate: str) -> type:
+    """A Worker that holds generation 3's evaluations until the file `gate` exists: the
+    search (which solves in under a second here) cannot pass generation 3 before the test
+    has killed its master. Made here, the class travels to the workers by value."""
+
+    class GatedWorker(Worker):
+        def evaluate(self, params, noise_seeds, sigma, episode_seed):
+            opened = threading.Event()
+            for _ in range(int(3 * TIMEOUT / 0.02)):
+                if episode_seed < 3 or os.path.exists(gate):
+                    break
+                opened.wait(0.02)
+            return super().evaluate(params, noise_seeds, sigma, episode_seed)
+
+    return GatedWorker
+
+
 def test_a_killed_master_restarts_from_its_saved_generation_and_solves(tmp_path, monkeypatch):
     monkeypatch.setenv("LAUNCHPAD_RUN_DIR", str(tmp_path))
+    gate = tmp_path / "open"
+    monkeypatch.setattr(es_launch, "Worker", _gated_worker(str(gate)))
     program = make_program(num_workers=2, target=475.0, save_every_secs=0.2)
     controller = lp.launch(program, launch_type="local_mp", terminal="output_to_files")
     try:
-        _until(lambda: _generation(controller) >= 3, "generation 3")
+        _until(lambda: _generation(controller) == 3, "generation 3")
+        _until(lambda: _saved_generation_or_none(controller) == 3, "generation 3 saved")
         os.kill(controller.pids()["master/0"], signal.SIGKILL)
         assert controller.wait_for_restarts("master/0", 1, TIMEOUT)
-        _until(lambda: _generation(controller) >= 1, "the restarted master")
-        assert _generation(controller) >= 1  # from a saved generation, not from 0
+        _until(lambda: _generation(controller) >= 0, "the restarted master")
+        log, _ = controller.read_log("master", 0, 0, 1 << 20)
+        assert b"master: restored at generation 3" in log  # from its saved state, not from 0
+        gate.touch()
         assert controller.wait(timeout=6 * TIMEOUT)  # solved: the master stops the program
-        assert controller.restarts() == {"master/0": 1}  # (the nodes restarted)
+        assert controller.restarts() == {"master/0": 1}
+        assert controller.failure is None
     finally:
         controller.stop()
         controller.wait(timeout=TIMEOUT)
@@ -74,6 +99,13 @@ def test_a_stopped_run_resumes_where_it_stopped(tmp_path, monkeypatch):
         assert _generation(second) >= stopped_at
     finally:
         assert second.stop_and_wait()
+
+
+def _saved_generation_or_none(controller) -> int | None:
+    try:
+        return _saved_generation(controller)
+    except (LookupError, OSError, IndexError):  # nothing saved yet
+        return None
 
 
 def _saved_generation(controller) -> int:
