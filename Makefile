@@ -23,8 +23,8 @@ PIP_FLAGS := --quiet --disable-pip-version-check
 # `tensorflow` extra there) and the `examples` extra on the newest grpcio/protobuf, but no
 # Reverb (none exists for it), so both ends of the supported range are tested.
 
-.PHONY: demo test test-main test-examples test-upstream test-core313 test-acme system-packages lint \
-	bench docs clean
+.PHONY: demo test test-main test-examples test-upstream test-core313 test-acme venv313 \
+	test-beside-main system-packages lint bench docs clean
 
 # System packages the tests use, installed when missing: tmux (for the tmux_session terminal);
 # Slurm, munge and iproute2 (for the Slurm cluster on network namespaces of tests/cluster);
@@ -70,16 +70,20 @@ $(VENV_ACME)/.installed: pyproject.toml tests/acme/requirements.txt
 demo: $(VENV)/.installed
 	$(VENV)/bin/python -m examples.d4pg.launch --lp_launch_type=local_mp --max_actor_steps=20000
 
-# The Acme suite (its venv, then programs that mostly wait for TensorFlow and JAX to start)
-# runs beside the main suite (whose tests mostly wait on processes): minutes saved on two
-# cores. The venvs are made one at a time (each editable install writes the checkout's
-# egg-info): the main one first, Acme's beside the main suite, the 3.13 one after both (made
-# beside the main suite too, it slowed that suite by more than it took).
+# The suites run two at a time: the main suite, and beside it the Acme suite then the 3.13
+# run. Their tests mostly wait on one process at a time (a node importing TensorFlow, a
+# launch starting its processes): alone, the main suite keeps two cores about half busy
+# (measured over tests/launch). The venvs are made one at a time (each editable install
+# writes the checkout's egg-info): the main one and the 3.13 one first, Acme's beside the
+# main suite.
 # The examples' longer runs (marked long_example: their other modes and their accuracy) are
 # `make test-examples`: the same trainer's modes are tested in every run by
 # tests/launch/test_replicated.py, and the examples' learning by benchmarks/.
 test: system-packages $(VENV)/.installed
-	$(MAKE) -j2 test-main test-acme
+	$(MAKE) venv313
+	$(MAKE) -j2 test-main test-beside-main
+
+test-beside-main: test-acme
 	$(MAKE) test-core313
 
 lint: $(VENV)/.installed
@@ -105,7 +109,7 @@ test-upstream: system-packages $(VENV)/.installed
 # the gRPC transport's use of grpcio's Cython layer is tested on the newest grpcio. The tests
 # of real cluster engines (marked slurm, ray, kubernetes: daemons, pods in namespaces) run in
 # the main venv only: their launchers' code is the same on every Python, and running them
-# twice would take make test past 25 minutes now that the 3.13 run has TensorFlow's tests;
+# twice would take make test past its 40 minutes;
 # so do the examples' longer runs (marked long_example: the same trainer's modes are tested
 # here by tests/launch/test_replicated.py).
 # The tools around the runtime - the CLI, the pictures, the dashboard, the live table, the
@@ -118,6 +122,9 @@ MAIN_VENV_ONLY := tests/cli tests/test_dot.py tests/test_cli_graph.py tests/upst
 	tests/launch/dashboard tests/launch/local/test_live_status.py tests/fuzz tests/soak \
 	tests/launch/test_faults.py tests/launch/test_token_exposure.py \
 	tests/launch/test_processes.py tests/test_docs.py
+venv313:
+	@if [ -n "$(PY313)" ]; then $(MAKE) $(VENV313)/.installed; fi
+
 test-core313:
 	@if [ -n "$(PY313)" ]; then \
 	  $(MAKE) $(VENV313)/.installed && \

@@ -92,7 +92,21 @@ def launch(request, cluster_first, no_leaked_threads, no_leaked_processes):
     _stop_all(controllers)
 
 
-@pytest.fixture(params=["local_mt", "local_mp", *CLUSTER_LAUNCH_TYPES])
+# One launch type of each engine: threads, processes of this host, Slurm, Ray.
+EACH_ENGINE = ["local_mt", "local_mp", *CLUSTER_LAUNCH_TYPES]
+
+
+@pytest.fixture(params=EACH_ENGINE)
+def launch_each_engine(request, cluster_first, no_leaked_threads, no_leaked_processes):
+    """As `launch`, under one launch type of each engine: for tests of a node type, which
+    test_mt and test_mp run as local_mt and local_mp do (they differ in the test case's
+    cleanup, which tests/launch/test_launch.py tests under `launch`)."""
+    launch, controllers = _launcher(request.param, request)
+    yield launch
+    _stop_all(controllers)
+
+
+@pytest.fixture(params=EACH_ENGINE)
 def launch_local(request, cluster_first, no_leaked_threads, no_leaked_processes):
     """As `launch`, under local_mt and local_mp: for programs expected to fail, whose failure a
     test_* launcher would turn into a failed test."""

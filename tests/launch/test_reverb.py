@@ -1,6 +1,6 @@
-"""ReverbNode on real Reverb, under every launch type: insert and sample across nodes, a
-learner reading through TrajectoryDataset, checkpoints surviving a killed replay node, and
-Reverb imported only where it is used."""
+"""ReverbNode on real Reverb, under each engine (threads, processes, Slurm, Ray): insert and
+sample across nodes, a learner reading through TrajectoryDataset, checkpoints surviving a
+killed replay node, and Reverb imported only where it is used."""
 
 import os
 import signal
@@ -44,22 +44,22 @@ def _learn(replay, count, box):
     box.put(("learned", firsts))
 
 
-def test_actors_write_and_a_learner_reads_through_trajectory_dataset(launch, box):
+def test_actors_write_and_a_learner_reads_through_trajectory_dataset(launch_each_engine, box):
     results = box()
     program = lp.Program("replay")
     replay = program.add_node(lp.ReverbNode(_tables), label="replay")
     program.add_node(lp.PyNode(_write, replay, 4, results), label="actor")
     program.add_node(lp.PyNode(_learn, replay, 4, results), label="learner")
-    launch(program)
+    launch_each_engine(program)
     got = dict(results.get() for _ in range(2))
     assert got["written"] == 4
     assert got["learned"] == [0.0, 10.0, 20.0, 30.0]  # each item's first step
 
 
-def test_the_launching_process_inserts_and_samples(launch):
+def test_the_launching_process_inserts_and_samples(launch_each_engine):
     program = lp.Program("replay")
     handle = program.add_node(lp.ReverbNode(_tables), label="replay")
-    launch(program)
+    launch_each_engine(program)
     client = handle.dereference()
     with client.trajectory_writer(num_keep_alive_refs=STEPS) as writer:
         for step in range(STEPS):
@@ -69,12 +69,12 @@ def test_the_launching_process_inserts_and_samples(launch):
     np.testing.assert_array_equal(sample.data[0][:, 0], np.arange(STEPS))  # data: flattened
 
 
-def test_a_node_holding_an_unused_reverb_handle_imports_no_reverb(launch_mp, box):
+def test_a_node_holding_an_unused_reverb_handle_imports_no_reverb(launch_one_mp, box):
     results = box()
     program = lp.Program("light")
     replay = program.add_node(lp.ReverbNode(_tables), label="replay")
     program.add_node(lp.PyNode(report_heavy_imports, replay, results), label="holder")
-    launch_mp(program)
+    launch_one_mp(program)
     imported_reverb, imported_tf, shown = results.get()
     assert not imported_reverb and not imported_tf and "replay/0" in shown
 
@@ -100,12 +100,12 @@ def test_a_killed_replay_node_restarts_from_its_checkpoint(launch_processes, tmp
 
 @pytest.mark.parametrize("colocation", [lp.MultiThreadingColocation,
                                         lp.MultiProcessingColocation])
-def test_a_replay_node_inside_a_colocation(colocation, launch):
+def test_a_replay_node_inside_a_colocation(colocation, launch_each_engine):
     program = lp.Program("colocated_replay")
     replay = lp.ReverbNode(_tables)
     handle = replay.create_handle()
     program.add_node(colocation([replay]), label="co")
-    launch(program)
+    launch_each_engine(program)
     client = handle.dereference()
     _write(client, 2, None)
     assert client.server_info(timeout=TIMEOUT)[TABLE].current_size == 2
@@ -121,15 +121,15 @@ def _durable_program(path, every_minutes=None):
     return program, handle
 
 
-def test_a_graceful_stop_checkpoints_and_the_next_launch_restores(launch, tmp_path):
+def test_a_graceful_stop_checkpoints_and_the_next_launch_restores(launch_each_engine, tmp_path):
     path = str(tmp_path / "checkpoints")
     program, handle = _durable_program(path)
-    controller = launch(program)
+    controller = launch_each_engine(program)
     _write(handle.dereference(), 3, None)
     controller.stop()
     assert controller.wait(TIMEOUT)
     program, handle = _durable_program(path)  # a new launch, from the same checkpoints
-    launch(program)
+    launch_each_engine(program)
     assert handle.dereference().server_info(timeout=TIMEOUT)[TABLE].current_size == 3
 
 
