@@ -21,7 +21,6 @@ from launchpad.courier import histogram as latency_histogram
 from launchpad.courier.allocator import retain_freed_memory
 from launchpad.courier.batching import batched_handler
 from launchpad.courier.client import Client, list_methods
-from launchpad.courier.connection import settle
 from launchpad.courier.errors import (
     AddressInUseError,
     CallTimeoutError,
@@ -37,6 +36,7 @@ from launchpad.courier.errors import (
 from launchpad.courier.function_server import FunctionServer
 from launchpad.courier.group import GroupClient
 from launchpad.courier.hosts import host_identity
+from launchpad.courier.in_flight import settle
 from launchpad.courier.metrics import MethodCounts
 from launchpad.courier.metrics import summed as summed_metrics
 from launchpad.courier.served_methods import public_methods

@@ -24,7 +24,8 @@ from typing import Any, Protocol, Union
 
 from launchpad.courier import direct_calls, errors, serialization
 from launchpad.courier import transport as _transport
-from launchpad.courier.connection import Connection, settle
+from launchpad.courier.connection import Connection
+from launchpad.courier.in_flight import StartedCall, settle
 from launchpad.courier.served_methods import LIST_METHODS
 from launchpad.courier.tls import TLS
 
@@ -161,6 +162,14 @@ class Client:
         # `handle.dereference().futures.m()` gets its reply.
         future.courier_client = self
         return future
+
+    def start_parts(self, method: str, parts: list) -> StartedCall | None:
+        """Sends a call of arguments pickled already, whose reply this thread reads itself
+        (in_flight.read_replies: a group call waits on all its members' at once); None
+        where this client cannot (Connection.start): `submit_parts` the call then."""
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        future.courier_client = self  # as submit_parts' futures
+        return self._slot.get(self._open_connection).start(method, parts, future)
 
     def close(self) -> None:
         """Closes the connection; calls in flight fail. Safe to call more than once."""

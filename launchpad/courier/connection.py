@@ -2,12 +2,14 @@
 
 A connection thread reaches the server (dialer.py: the address resolved, the fastest
 transport's channel, a bounded wait); calls made meanwhile wait and then travel together.
-Once connected, a call goes one of two ways:
+Once connected, a call goes one of three ways:
 
 * driven (a blocking call): the calling thread takes an idle stream, sends its call and
   waits for the reply itself, which costs no thread hand-off at all;
 * queued (a future): the call joins the stream that is filling, whose own thread sends every
-  call queued by the time it wakes as one message and sets their futures as replies come.
+  call queued by the time it wakes as one message and sets their futures as replies come;
+* started (a group call's, group.py; socket transports only): the calling thread sends it,
+  then reads its reply itself, waiting on many calls' sockets at once (`StartedCall`).
 
 A call is sent on a stream only when every call sent on it before is answered: that is what
 lets the server run each call on the stream's own thread (see server.py). Concurrent calls
@@ -33,27 +35,19 @@ has answered, so it has read every part of the previous message.
 from __future__ import annotations
 
 import concurrent.futures
-import enum
 import itertools
 import queue
 import threading
-from typing import Any
+from collections.abc import Callable
 
 from launchpad.courier import direct_calls, errors, serialization, shared_memory, streams
 from launchpad.courier.dialer import Dialer
+from launchpad.courier.in_flight import After, PooledStream, StartedCall, settle
 from launchpad.courier.serialization import Kind
 
 # A stream thread with nothing to send checks this often that its server is still there, so
 # that a connection whose server went away ends (and its threads with it) by itself.
 _CHECK_IDLE_SECS = 1.0
-
-
-class _After(enum.Enum):
-    """What a stream's driver does after a reply was delivered."""
-
-    RECEIVE = 1  # calls on the stream are still unanswered
-    LEAVE = 2  # the stream is idle again, and may already be driven by another thread
-    FINISH = 3  # the connection closed meanwhile: the driver ends the stream
 
 
 class Connection:
@@ -78,9 +72,9 @@ class Connection:
         self._lock = threading.Lock()
         self._channel = None
         self._early: list | None = []  # calls made before the server was reached
-        self._filling: _Stream | None = None
-        self._idle: list[_Stream] = []
-        self._streams: set[_Stream] = set()
+        self._filling: PooledStream | None = None
+        self._idle: list[PooledStream] = []
+        self._streams: set[PooledStream] = set()
         threading.Thread(target=self._connect, name="courier-connect", daemon=True).start()
 
     def send(self, method: str, parts: list, future: concurrent.futures.Future, *,
@@ -99,7 +93,7 @@ class Connection:
                 self._early.append((call_id, frame, future))
                 return True
             stream = None if drive else self._filling
-            dead: list[_Stream] = []
+            dead: list[PooledStream] = []
             if stream is None:
                 stream = self._take_stream(dead)
             if stream is not None:
@@ -118,6 +112,54 @@ class Connection:
         if drive:
             self._drive(stream, call_id, frame, future)
         return True
+
+    def start(self, method: str, parts: list,
+              future: concurrent.futures.Future) -> StartedCall | None:
+        """Sends a call on this thread and leaves its reply for this thread to read later
+        (see the module doc); None when this connection cannot: it has not reached its
+        server yet, its transport has no socket to wait on, or its calls have deadlines.
+        `send` the call then, which also finds a server that is gone."""
+        if self._deadlines:
+            return None
+        dead: list[PooledStream] = []
+        with self._lock:
+            if self.broken or self._early is not None or not self._channel.selectable:
+                return None
+            stream = self._take_stream(dead)
+            call_id = next(self._ids)
+            if stream is not None:
+                stream.pending[call_id] = future
+        for ended in dead:
+            self._let_go(ended)
+        if stream is None:
+            return None
+        started = StartedCall(self, stream, call_id, future)
+        frames = [serialization.encode_frame(Kind.CALL, call_id, method, parts)]
+        started.done = not self._guarded(stream, lambda: stream.transport.send(
+            stream.chunks(frames)) or True)
+        return started
+
+    def read_reply(self, stream: PooledStream) -> bool:
+        """Reads a started call's reply (its socket is readable) and settles its future, or
+        fails it if the stream ended; False if the reply has not begun to come."""
+        waiting = False
+
+        def read() -> bool:
+            nonlocal waiting
+            reply = stream.transport.receive_if_ready()
+            waiting = reply is None
+            return waiting or self._take_replies(stream, reply)
+
+        self._guarded(stream, read)
+        return not waiting
+
+    def give_up(self, stream: PooledStream, call_id: int) -> None:
+        """Stops waiting for a started call's reply: its stream ends (the call may run)."""
+        with self._lock:
+            stream.pending.pop(call_id, None)
+            stream.abandoned = True
+            self._streams.discard(stream)
+        self._let_go(stream)
 
     def close(self, error: Exception) -> None:
         """Fails every call not yet answered with `error` and ends the streams and channel."""
@@ -189,7 +231,7 @@ class Connection:
 
     # ------------------------------------------------------------------ streams
 
-    def _take_stream(self, dead: list[_Stream]) -> _Stream | None:
+    def _take_stream(self, dead: list[PooledStream]) -> PooledStream | None:
         """An idle stream still alive, else a new one; None when the server is gone (lock
         held). Idle streams found dead are forgotten and added to `dead`, for the caller to
         let go of once it has released the lock. Without wait_for_ready the channel may not
@@ -202,7 +244,7 @@ class Connection:
             dead.append(stream)
         return self._open_stream()
 
-    def _open_stream(self) -> _Stream | None:
+    def _open_stream(self) -> PooledStream | None:
         """A new stream; None when the server is gone (lock held)."""
         if self._wait_for_ready and not self._channel.is_ready():
             return None
@@ -211,7 +253,7 @@ class Connection:
         except errors.StreamBroken:  # e.g. a local server's socket that is gone
             return None
 
-    def _let_go(self, stream: _Stream) -> None:
+    def _let_go(self, stream: PooledStream) -> None:
         """Ends an idle stream found dead, and its thread if it has one (lock not held: the
         stream is no longer idle, so nobody else touches it)."""
         stream.outbox.put(None)
@@ -220,15 +262,15 @@ class Connection:
     def _went_away(self) -> errors.ServerUnavailableError:
         return errors.ServerUnavailableError(f"Courier server at {self.address} went away")
 
-    def _new_stream(self) -> "_Stream":
+    def _new_stream(self) -> PooledStream:
         kind = self._channel.kind
         share = shared_memory.enabled() and (
             kind == "local" or (kind == "grpc" and shared_memory.is_same_host(self.address)))
-        stream = _Stream(self._channel.open_stream(self._token, offer_shared_memory=share))
+        stream = PooledStream(self._channel.open_stream(self._token, offer_shared_memory=share))
         self._streams.add(stream)
         return stream
 
-    def _drive(self, stream: "_Stream", call_id: int, frame: serialization.OutFrame,
+    def _drive(self, stream: PooledStream, call_id: int, frame: serialization.OutFrame,
                future: concurrent.futures.Future) -> None:
         """Makes one call on this thread (see the module doc)."""
         # If the future is settled meanwhile by someone else (its deadline passed, or the
@@ -244,7 +286,7 @@ class Connection:
                 f"Call to {self.address} was interrupted: {type(e).__name__}"))
             raise
 
-    def _abandon_if_waiting(self, stream: "_Stream", call_id: int) -> None:
+    def _abandon_if_waiting(self, stream: PooledStream, call_id: int) -> None:
         with self._lock:
             if call_id not in stream.pending:
                 return
@@ -252,7 +294,7 @@ class Connection:
             stream.abandoned = True
         stream.transport.cancel()
 
-    def _serve_queue(self, stream: "_Stream") -> None:
+    def _serve_queue(self, stream: PooledStream) -> None:
         """A stream's thread: sends the calls queued on it, as one message, and waits for
         their replies; then waits for the next calls."""
         while True:
@@ -275,7 +317,7 @@ class Connection:
             if not self._exchange(stream, frames):
                 return
 
-    def _found_dead(self, stream: "_Stream") -> bool:
+    def _found_dead(self, stream: PooledStream) -> bool:
         """For a stream's thread with nothing to send: whether its stream, idle, has ended;
         it is then let go, and the connection closed if its server is gone too. A stream a
         caller drives is not looked at (see the module doc): that caller sees how it ends."""
@@ -289,25 +331,18 @@ class Connection:
             self.close(self._went_away())
         return True
 
-    def _exchange(self, stream: "_Stream", frames: list[serialization.OutFrame],
+    def _exchange(self, stream: PooledStream, frames: list[serialization.OutFrame],
                   caller_waits: bool = False) -> bool:
         """Sends the frames as one message on the stream and delivers the replies to their
         calls. True when the stream is idle again; False when it ended. With
         `caller_waits`, this thread waits for nothing else (see streams.ClientStream)."""
+        return self._guarded(stream, lambda: self._take_replies(stream, stream.transport.exchange(
+            stream.chunks(frames), caller_waits)))
+
+    def _guarded(self, stream: PooledStream, work: Callable[[], bool]) -> bool:
+        """`work()` on the stream; False, its calls failed, if the stream ended under it."""
         try:
-            lane = stream.transport.lane
-            if lane is not None:
-                lane.writer.reset()  # every reply to the last message came: the server read it
-            reply = stream.transport.exchange(serialization.message_chunks(frames, lane),
-                                              caller_waits)
-            while True:
-                after = self._deliver(stream, reply)
-                if after is _After.LEAVE:
-                    return True
-                if after is _After.FINISH:
-                    stream.transport.finish()
-                    return False
-                reply = stream.transport.receive()
+            return work()
         except errors.StreamBroken as e:
             self._stream_broke(stream, streams.error_for_broken_stream(e, self.address))
         except Exception as e:  # noqa: BLE001 - a malformed reply: fail, do not hang
@@ -315,7 +350,19 @@ class Connection:
             self._stream_broke(stream, e)
         return False
 
-    def _stream_broke(self, stream: "_Stream", error: Exception) -> None:
+    def _take_replies(self, stream: PooledStream, reply: bytes | memoryview) -> bool:
+        """Delivers `reply` and the stream's further ones until none is due; True when
+        the stream is idle again."""
+        while True:
+            after = self._deliver(stream, reply)
+            if after is After.LEAVE:
+                return True
+            if after is After.FINISH:
+                stream.transport.finish()
+                return False
+            reply = stream.transport.receive()
+
+    def _stream_broke(self, stream: PooledStream, error: Exception) -> None:
         with self._lock:
             abandoned = stream.abandoned and not stream.pending
         if not abandoned:  # a real failure, not a call given up by its caller
@@ -324,19 +371,19 @@ class Connection:
             self._streams.discard(stream)
         stream.outbox.put(None)  # its thread, if it has one and a caller drove it, ends too
 
-    def _deliver(self, stream: "_Stream", message: bytes) -> _After:
+    def _deliver(self, stream: PooledStream, message: bytes) -> After:
         lane = stream.transport.lane
         frames = serialization.decode_message(message, lane.reader if lane else None)
         with self._lock:
             futures = [stream.pending.pop(frame.call_id, None) for frame in frames]
             if stream.pending:
-                after = _After.RECEIVE
+                after = After.RECEIVE
             elif self.broken or stream.abandoned:
-                after = _After.FINISH
+                after = After.FINISH
                 self._streams.discard(stream)
                 stream.outbox.put(None)  # as in _stream_broke
             else:
-                after = _After.LEAVE
+                after = After.LEAVE
                 self._idle.append(stream)
         for frame, future in zip(frames, futures, strict=True):
             if future is None or future.done():
@@ -350,35 +397,3 @@ class Connection:
                 settle(future, exception=errors.SerializationError(
                     f"Cannot unpickle a reply from {self.address}: {type(e).__name__}: {e}"))
         return after
-
-
-class _Stream:
-    """A transport stream, the calls sent on it and not yet answered, and, for queued
-    calls, the frames waiting to be sent and the thread that sends them."""
-
-    __slots__ = ("transport", "pending", "outbox", "abandoned", "_thread")
-
-    def __init__(self, stream: streams.ClientStream):
-        self.transport = stream
-        self.pending: dict[int, concurrent.futures.Future] = {}
-        self.outbox: queue.SimpleQueue = queue.SimpleQueue()
-        self.abandoned = False  # a driven call gave up waiting: the stream is not reused
-        self._thread: threading.Thread | None = None
-
-    def start_thread(self, serve_queue) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(target=serve_queue, args=(self,),
-                                            name="courier-client", daemon=True)
-            self._thread.start()
-
-
-def settle(future: concurrent.futures.Future, result: Any = None,
-           exception: BaseException | None = None) -> None:
-    """Completes a future unless the caller already cancelled it or it timed out."""
-    try:
-        if exception is not None:
-            future.set_exception(exception)
-        else:
-            future.set_result(result)
-    except concurrent.futures.InvalidStateError:
-        pass

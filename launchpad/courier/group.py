@@ -9,9 +9,12 @@
     group[3], group[0:8], len(group)       a member's client, a sub-group, the size
 
 A call to N members pickles its arguments once and puts N messages on their way, each on its
-member's own connection, before it waits for any reply: it costs the caller about what N
-futures cost, not N round trips. Its large buffers are copied once into shared memory, which
-every member on this host reads (shared_memory.share), not once per member.
+member's own connection, before it waits for any reply, not N round trips. The calling
+thread sends them itself and waits on all the members' sockets at once, reading each reply
+as it comes (in_flight.read_replies): no thread is woken per member. (Members reached by
+gRPC, or in this process, or not yet reached, are called as futures.) Its large buffers
+are copied once into shared memory, which every member on this host reads
+(shared_memory.share), not once per member.
 
 `call` and `scatter` raise `GroupCallError` if any member failed, holding every member's
 result or exception (`e.results`). `broadcast` never waits: its messages are sent by a few
@@ -36,9 +39,10 @@ from typing import Any
 
 from absl import logging
 
-from launchpad.courier import serialization, shared_memory
+from launchpad.courier import in_flight, serialization, shared_memory
 from launchpad.courier.client import Client
 from launchpad.courier.errors import CallTimeoutError, GroupCallError, ServerUnavailableError
+from launchpad.courier.in_flight import StartedCall
 from launchpad.courier.threads import DaemonThreadPool
 
 _BROADCAST_THREADS = 4  # senders of broadcasts: a member being reconnected to holds one
@@ -116,14 +120,21 @@ class GroupClient:
 
     # --- the views' calls -------------------------------------------------------------------
 
-    def _submit(self, member: int, method: str, parts: list,
-                counted: bool = False) -> concurrent.futures.Future:
+    def _submit(self, member: int, method: str, parts: list, counted: bool = False,
+                started: list[StartedCall] | None = None) -> concurrent.futures.Future:
         """Starts a call on `member`, counted in flight until it lands (`counted`: it is
-        already, by the choice that picked the member)."""
+        already, by the choice that picked the member). With `started`, a call whose reply
+        this thread can read itself is added there (in_flight.read_replies)."""
         if not counted:
             with self._lock:
                 self._in_flight[member] += 1
-        future = self._clients[member].submit_parts(method, parts)
+        client = self._clients[member]
+        call = client.start_parts(method, parts) if started is not None else None
+        if call is not None:
+            started.append(call)
+            future = call.future
+        else:
+            future = client.submit_parts(method, parts)
         future.add_done_callback(lambda done: self._landed(member, done))
         return future
 
@@ -158,23 +169,30 @@ class GroupClient:
 
     def _call(self, method: str, args: tuple, kwargs: dict, timeout: float | None) -> list:
         parts = self._pickle_once(method, args, kwargs)
-        return self._gather(method, self._submit_all(method, parts), timeout)
+        return self._call_each(method, [parts] * len(self), timeout)
 
     def _scatter(self, method: str, args: tuple, kwargs: dict, timeout: float | None) -> list:
         if len(args) != 1 or not isinstance(args[0], Sequence) or len(args[0]) != len(self):
             raise ValueError(f"scatter.{method} takes one list of {len(self)} arguments, the "
                              f"i-th for member i (a tuple: its positional arguments)")
-        futures = []
-        for member, given in enumerate(args[0]):
-            member_args = given if isinstance(given, tuple) else (given,)
-            parts = serialization.dumps_call_arguments(method, member_args, kwargs)
-            futures.append(self._submit(member, method, parts))
-        return self._gather(method, futures, timeout)
+        return self._call_each(method, [serialization.dumps_call_arguments(
+            method, given if isinstance(given, tuple) else (given,), kwargs)
+            for given in args[0]], timeout)
+
+    def _call_each(self, method: str, parts: list[list], timeout: float | None) -> list:
+        """Member i called with parts[i]: every message sent, then the replies read by
+        this thread as they come (those it can read: in_flight.read_replies), each waited
+        for at most `timeout` seconds from now."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        started: list[StartedCall] = []
+        futures = [self._submit(member, method, parts[member], started=started)
+                   for member in range(len(self))]
+        in_flight.read_replies(started, deadline)
+        return self._gather(method, futures, deadline, timeout)
 
     def _gather(self, method: str, futures: list[concurrent.futures.Future],
-                timeout: float | None) -> list:
-        """Each member's result, waiting for each at most `timeout` seconds from now."""
-        deadline = None if timeout is None else time.monotonic() + timeout
+                deadline: float | None, timeout: float | None) -> list:
+        """Each member's result, waiting for each until `deadline` (time.monotonic())."""
         results: list[Any] = []
         for member, future in enumerate(futures):
             left = None if deadline is None else max(0.0, deadline - time.monotonic())

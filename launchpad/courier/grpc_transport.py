@@ -77,6 +77,7 @@ class GrpcChannel:
     address: see tls.py)."""
 
     kind = "grpc"
+    selectable = False
 
     def __init__(self, address: str, compress: bool = False, tls: TLS | None = None):
         allocator.retain_freed_memory()

@@ -73,6 +73,7 @@ class InProcessChannel:
     """The way to a server of this process (streams.Channel)."""
 
     kind = "in-process"
+    selectable = False
 
     def __init__(self, target: Target):
         self._target = target

@@ -45,6 +45,7 @@ class _SocketChannel:
     connection at once, so a channel is always ready."""
 
     kind = ""
+    selectable = True
 
     def __init__(self, first: socket.socket, connect: Callable[[], socket.socket]):
         self._first: socket.socket | None = first
@@ -160,7 +161,7 @@ def _connect(path: str) -> socket.socket:
 
 
 class LocalStream:
-    """One stream on its own socket connection (streams.ClientStream)."""
+    """One stream on its own socket connection (streams.SelectableStream)."""
 
     def __init__(self, sock: socket.socket, token: str, offer_shared_memory: bool):
         self.lane: shared_memory.Lane | None = None
@@ -169,12 +170,18 @@ class LocalStream:
         self._reader.spin_secs = _REPLY_SPIN_SECS
         probe = (memory_files.local_probe() or "") if offer_shared_memory else ""
         self._hello: bytes | None = local_sockets.hello(token, probe)
+        self._answer_due = False
         self._status: errors.StreamBroken | None = None
         self._cancelled = False
         self._closed = False
         self._answered_at = 0.0
 
     def exchange(self, chunks: list, caller_waits: bool = False) -> bytes | memoryview:
+        self.send(chunks)
+        return self.receive()
+
+    def send(self, chunks: list) -> None:
+        """Sends one message without waiting for its reply (streams.SelectableStream)."""
         if self._status is not None:
             raise self._status
         hello, self._hello = self._hello, None
@@ -188,16 +195,34 @@ class LocalStream:
             # The server may have ended the stream first (e.g. refused the token): its
             # status is then waiting to be read.
             raise self._status_left() or self._lost(f"the send failed: {e}") from None
-        if hello is not None:
-            self._read_answer()
-        return self.receive()
+        self._answer_due = hello is not None
 
     def receive(self) -> bytes | memoryview:
+        if self._answer_due:  # the server's answer to the hello comes first
+            self._answer_due = False
+            self._read_answer()
         kind, body = self._read()
         if kind == local_sockets.MESSAGE:
             self._answered_at = time.monotonic()
             return body
         raise self._ended(kind, body)
+
+    def receive_if_ready(self) -> bytes | memoryview | None:
+        """The next reply, once its socket is readable; None if what had come was only the
+        server's answer to the hello (read here), the reply not yet begun."""
+        if self._answer_due:
+            self._answer_due = False
+            self._read_answer()
+            try:
+                if not self._reader.ready(0.0):
+                    return None
+            except OSError:
+                pass  # receive() says how the stream ended
+        return self.receive()
+
+    def fileno(self) -> int:
+        """The socket, readable when a reply begins to arrive (or the stream ends)."""
+        return self._sock.fileno()
 
     def alive(self) -> bool:
         """Whether the server has not ended the stream: a non-blocking peek, skipped for a

@@ -51,6 +51,20 @@ class ClientStream(Protocol):
     def finish(self) -> errors.StreamBroken: ...
 
 
+class SelectableStream(ClientStream, Protocol):
+    """A stream on a socket (the local and TCP transports'): a thread may `send` a message
+    on it and read the reply later (`receive_if_ready`, None until the reply itself has
+    begun to come), once `fileno()` is readable. A group call
+    sends every member's message so and waits on all their sockets at once
+    (connection.StartedCall)."""
+
+    def send(self, chunks: list) -> None: ...
+
+    def receive_if_ready(self) -> bytes | memoryview | None: ...
+
+    def fileno(self) -> int: ...
+
+
 class Channel(Protocol):
     """A client's way to one server over one transport (`kind` names it).
 
@@ -61,6 +75,7 @@ class Channel(Protocol):
     """
 
     kind: str
+    selectable: bool  # its streams are SelectableStreams
 
     def wait_until_ready(self, timeout: float) -> bool: ...
 

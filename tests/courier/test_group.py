@@ -5,7 +5,9 @@ and the late, scatter, slicing, and arguments pickled once for the whole group."
 
 from __future__ import annotations
 
+import concurrent.futures
 import pickle
+import signal
 import threading
 import time
 
@@ -13,7 +15,7 @@ import numpy as np
 import pytest
 
 from launchpad import courier
-from launchpad.courier import serialization
+from launchpad.courier import in_flight, serialization
 from tests.courier.conftest import TOKEN, Service
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("courier_transport")]
@@ -74,6 +76,87 @@ def test_a_deadline_applies_to_each_member(group):
     assert all(isinstance(r, courier.CallTimeoutError) for r in raised.value.results)
     for member in members:
         member.blocker.release.set()
+
+
+# The transports whose streams a group call's own thread waits on (in_flight.read_replies).
+SELECTABLE = ("local", "tcp")
+
+
+def _reach_each(made) -> None:
+    """A blocking call to each member: its client has reached it, and its one stream (used
+    by this thread itself) has no thread of its own."""
+    for member in range(len(made)):
+        made[member].whoami()
+
+
+def test_a_group_call_reads_its_replies_on_its_own_thread(group, courier_transport,
+                                                          monkeypatch):
+    """On the socket transports every member's call is sent and its reply read by the
+    calling thread (in_flight.read_replies); elsewhere the calls go as futures."""
+    members, made = group
+    _reach_each(made)
+    read_here = []
+
+    def read_replies(calls, deadline):
+        read_here.append(len(calls))
+        real_read_replies(calls, deadline)
+
+    real_read_replies = in_flight.read_replies
+    monkeypatch.setattr(in_flight, "read_replies", read_replies)
+    assert made.call.whoami(5) == [(i, 5) for i in range(4)]
+    assert made.scatter.whoami([10, 11, 12, 13]) == [(i, 10 + i) for i in range(4)]
+    assert read_here == ([4, 4] if courier_transport in SELECTABLE else [0, 0])
+
+
+def test_a_deadline_holds_for_calls_on_new_streams(group):
+    """Each member's stream is held by another thread's call, so the group call opens new
+    ones, whose first record is the server's answer to their hello: the deadline still holds,
+    and the held calls still end well."""
+    members, made = group
+    _reach_each(made)
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        held = [pool.submit(made[m].slow) for m in range(4)]
+        assert all(member.blocker.entered.wait(5) for member in members)
+        started = time.monotonic()
+        with pytest.raises(courier.GroupCallError) as raised:
+            made.call(timeout=0.5).slow()
+        assert time.monotonic() - started < 3
+        assert all(isinstance(r, courier.CallTimeoutError) for r in raised.value.results)
+        for member in members:
+            member.blocker.release.set()
+        assert [f.result(5) for f in held] == [0, 1, 2, 3]
+    assert made.call.whoami(2) == [(i, 2) for i in range(4)]
+
+
+class _Interrupted(BaseException):  # as KeyboardInterrupt
+    pass
+
+
+def test_an_interrupted_group_call_fails_its_calls_and_the_group_goes_on(group):
+    """An exception raised in the calling thread while it waits (here by a signal handler,
+    as KeyboardInterrupt is) gives up every call not answered; the next call works."""
+    members, made = group
+    _reach_each(made)
+
+    def interrupt(signum, frame):
+        raise _Interrupted
+
+    def interrupt_once_all_wait():
+        if all(member.blocker.entered.wait(5) for member in members):
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1)
+
+    previous = signal.signal(signal.SIGUSR1, interrupt)
+    try:
+        interrupter = threading.Thread(target=interrupt_once_all_wait)
+        interrupter.start()
+        with pytest.raises(_Interrupted):
+            made.call(timeout=10).slow()
+        interrupter.join()
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    for member in members:
+        member.blocker.release.set()
+    assert made.call.whoami(3) == [(i, 3) for i in range(4)]
 
 
 def test_broadcast_returns_at_once_with_a_member_held_up(group):

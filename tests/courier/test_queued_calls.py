@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from launchpad.courier import connection
+from launchpad.courier import in_flight
 from tests.courier.conftest import TOKEN
 
 pytestmark = [pytest.mark.timeout(30), pytest.mark.usefixtures("courier_transport")]
@@ -49,13 +49,13 @@ class _StallingOutbox:
 
 def test_a_future_queued_as_its_stream_starts_sending_is_sent(server, connect, monkeypatch):
     armed, first_answered = threading.Event(), threading.Event()
-    made = connection._Stream.__init__
+    made = in_flight.PooledStream.__init__
 
     def stalling(self, stream):
         made(self, stream)
         self.outbox = _StallingOutbox(self.outbox, armed, first_answered)
 
-    monkeypatch.setattr(connection._Stream, "__init__", stalling)
+    monkeypatch.setattr(in_flight.PooledStream, "__init__", stalling)
     client = connect(server, token=TOKEN)
     assert client.ping() == "pong"  # connected: the next future goes to the filling stream
     armed.set()

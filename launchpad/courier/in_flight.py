@@ -1,0 +1,138 @@
+"""What a client's connection keeps of its calls in flight (connection.py): its streams,
+each with the calls sent on it and not yet answered (`PooledStream`); a call that a thread
+sent and whose reply it reads itself (`StartedCall`); and how a call's future is settled
+(`settle`), once, whoever comes first: the reply, a deadline, the connection's end.
+
+A thread with many started calls waits on all their sockets at once (`read_replies`, one
+`epoll`), reading each reply as it comes: a group call to 64 members wakes no stream thread.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import enum
+import queue
+import selectors
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from launchpad.courier import errors, serialization, streams
+
+if TYPE_CHECKING:
+    from launchpad.courier.connection import Connection
+
+
+class After(enum.Enum):
+    """What a stream's driver does after a reply was delivered."""
+
+    RECEIVE = 1  # calls on the stream are still unanswered
+    LEAVE = 2  # the stream is idle again, and may already be driven by another thread
+    FINISH = 3  # the connection closed meanwhile: the driver ends the stream
+
+
+class PooledStream:
+    """A transport stream, the calls sent on it and not yet answered, and, for queued
+    calls, the frames waiting to be sent and the thread that sends them."""
+
+    __slots__ = ("transport", "pending", "outbox", "abandoned", "_thread")
+
+    def __init__(self, stream: streams.ClientStream):
+        self.transport = stream
+        self.pending: dict[int, concurrent.futures.Future] = {}
+        self.outbox: queue.SimpleQueue = queue.SimpleQueue()
+        self.abandoned = False  # a driven call gave up waiting: the stream is not reused
+        self._thread: threading.Thread | None = None
+
+    def chunks(self, frames: list[serialization.OutFrame]) -> list:
+        """The frames as one message's chunks on this stream (through its lane, whose region
+        is reused: every reply to the last message came, so the server has read it)."""
+        lane = self.transport.lane
+        if lane is not None:
+            lane.writer.reset()
+        return serialization.message_chunks(frames, lane)
+
+    def start_thread(self, serve_queue) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=serve_queue, args=(self,),
+                                            name="courier-client", daemon=True)
+            self._thread.start()
+
+
+class StartedCall:
+    """A call sent by a thread that reads its reply itself (Connection.start): when
+    `fileno()` is readable, `read_reply()` settles its future. `done` once it is settled
+    or given up."""
+
+    __slots__ = ("future", "done", "_connection", "_stream", "_call_id")
+
+    def __init__(self, connection: Connection, stream: PooledStream, call_id: int,
+                 future: concurrent.futures.Future):
+        self.future = future
+        self.done = False
+        self._connection = connection
+        self._stream = stream
+        self._call_id = call_id
+
+    def fileno(self) -> int:
+        return self._stream.transport.fileno()
+
+    def read_reply(self) -> bool:
+        """Reads the reply, or the stream's end, which fails the call; False (not `done`)
+        if the reply has not begun to come."""
+        self.done = self._connection.read_reply(self._stream)
+        return self.done
+
+    def give_up(self, error: BaseException | None = None) -> None:
+        """Stops waiting: the stream is ended (its server may still run the call), and the
+        future, unless settled already, fails with `error` if one is given."""
+        self._connection.give_up(self._stream, self._call_id)
+        if error is not None:
+            settle(self.future, exception=error)
+        self.done = True
+
+
+def read_replies(calls: list[StartedCall], deadline: float | None) -> None:
+    """Reads each started call's reply as it comes, until all are in or `deadline` (of
+    time.monotonic()) has passed; the calls not in by then are given up, their futures left
+    for the caller to time out. Interrupted (e.g. KeyboardInterrupt), it gives up every call
+    not in, failing it, and raises."""
+    waiting = [call for call in calls if not call.done]
+    if not waiting:
+        return
+    with selectors.DefaultSelector() as selector:
+        try:
+            for call in waiting:
+                selector.register(call.fileno(), selectors.EVENT_READ, call)
+            left = len(waiting)
+            while left:
+                timeout = None if deadline is None else deadline - time.monotonic()
+                if timeout is not None and timeout <= 0:
+                    break
+                for key, _ in selector.select(timeout):
+                    selector.unregister(key.fd)  # first: the read may close the socket
+                    if key.data.read_reply():
+                        left -= 1
+                    else:  # only the answer to a new stream's hello had come
+                        selector.register(key.fd, selectors.EVENT_READ, key.data)
+        except BaseException as e:
+            for call in waiting:
+                if not call.done:
+                    call.give_up(errors.ServerUnavailableError(
+                        f"A group call was interrupted: {type(e).__name__}"))
+            raise
+    for call in waiting:
+        if not call.done:
+            call.give_up()
+
+
+def settle(future: concurrent.futures.Future, result: Any = None,
+           exception: BaseException | None = None) -> None:
+    """Completes a future unless the caller already cancelled it or it timed out."""
+    try:
+        if exception is not None:
+            future.set_exception(exception)
+        else:
+            future.set_result(result)
+    except concurrent.futures.InvalidStateError:
+        pass
