@@ -115,10 +115,9 @@ class Connection:
 
     def start(self, method: str, parts: list,
               future: concurrent.futures.Future) -> StartedCall | None:
-        """Sends a call on this thread and leaves its reply for this thread to read later
-        (see the module doc); None when this connection cannot: it has not reached its
-        server yet, its transport has no socket to wait on, or its calls have deadlines.
-        `send` the call then, which also finds a server that is gone."""
+        """Sends a call whose reply this thread reads later (see the module doc); None if
+        this connection cannot (not connected yet, no socket to wait on, deadlines): `send`
+        the call then, which also finds a server that is gone."""
         if self._deadlines:
             return None
         dead: list[PooledStream] = []
@@ -133,10 +132,12 @@ class Connection:
             self._let_go(ended)
         if stream is None:
             return None
-        started = StartedCall(self, stream, call_id, future)
         frames = [serialization.encode_frame(Kind.CALL, call_id, method, parts)]
-        started.done = not self._guarded(stream, lambda: stream.transport.send(
-            stream.chunks(frames)) or True)
+        def send() -> bool:
+            stream.transport.send(stream.chunks(frames))
+            return True
+        started = StartedCall(self, stream, call_id, future)
+        started.done = not self._guarded(stream, send)  # (failed: the connection closed)
         return started
 
     def read_reply(self, stream: PooledStream) -> bool:
