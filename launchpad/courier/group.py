@@ -246,9 +246,11 @@ class GroupClient:
         while True:
             member = self._pick_least_loaded(gone)
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            future = self._submit(member, method, parts, counted=True)
             try:
-                return self._submit(member, method, parts, counted=True).result(left)
+                return future.result(left)
             except concurrent.futures.TimeoutError:
+                future.cancel()  # no longer counted in flight (the member may still run it)
                 with self._lock:
                     self._mark_gone(member)
                 raise CallTimeoutError(

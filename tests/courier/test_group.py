@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from launchpad import courier
+from launchpad.courier import group as group_module
 from launchpad.courier import in_flight, serialization
 from tests.courier.conftest import TOKEN, Service
 
@@ -229,6 +230,21 @@ def test_choose_leaves_a_member_that_missed_a_deadline_last(group):
     assert raised.value.failed == ["member/3"]
     assert {made.choose.whoami()[0] for _ in range(6)} == {0, 1, 2}
     members[3].blocker.release.set()
+
+
+def test_a_choice_that_missed_its_deadline_is_no_longer_counted_in_flight(group,
+                                                                          monkeypatch):
+    """Once its member is no longer left last, a member whose chosen call missed its
+    deadline is chosen in turn again: the call given up is not counted in flight for ever."""
+    monkeypatch.setattr(group_module, "UNAVAILABLE_SECS", 0.0)
+    members, made = group
+    _reach_each(made)
+    for member in members[1:]:
+        member.blocker.release.set()  # only member 0, the first chosen, is held up
+    with pytest.raises(courier.CallTimeoutError, match="member/0"):
+        made.choose(timeout=0.5).slow()
+    members[0].blocker.release.set()
+    assert {made.choose.whoami()[0] for _ in range(8)} == {0, 1, 2, 3}
 
 
 def test_scatter_sends_the_ith_arguments_to_the_ith_member(group):
