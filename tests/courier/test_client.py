@@ -390,7 +390,12 @@ def test_address_resolver_is_asked_for_the_address(server, connect):
     resolver = Resolver()
     client = connect(resolver, token=TOKEN)
     assert client.ping() == "pong"
-    assert resolver.asked == 1
+    # Asked once, or again within the dial while the address did not answer yet (after 10
+    # ms: a loaded machine's gRPC channel may take longer to come up); never once connected.
+    asked = resolver.asked
+    assert asked >= 1
+    assert client.ping() == "pong"
+    assert resolver.asked == asked
     assert client.address == server.address
 
 
