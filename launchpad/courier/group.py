@@ -42,7 +42,6 @@ from absl import logging
 from launchpad.courier import in_flight, serialization, shared_memory
 from launchpad.courier.client import Client
 from launchpad.courier.errors import CallTimeoutError, GroupCallError, ServerUnavailableError
-from launchpad.courier.in_flight import StartedCall
 from launchpad.courier.threads import DaemonThreadPool
 
 _BROADCAST_THREADS = 4  # senders of broadcasts: a member being reconnected to holds one
@@ -121,7 +120,7 @@ class GroupClient:
     # --- the views' calls -------------------------------------------------------------------
 
     def _submit(self, member: int, method: str, parts: list, counted: bool = False,
-                started: list[StartedCall] | None = None) -> concurrent.futures.Future:
+                started: list[in_flight.StartedCall] | None = None) -> concurrent.futures.Future:
         """Starts a call on `member`, counted in flight until it lands (`counted`: it is
         already, by the choice that picked the member). With `started`, a call whose reply
         this thread can read itself is added there (in_flight.read_replies)."""
@@ -184,7 +183,7 @@ class GroupClient:
         this thread as they come (those it can read: in_flight.read_replies), each waited
         for at most `timeout` seconds from now."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        started: list[StartedCall] = []
+        started: list[in_flight.StartedCall] = []
         futures = [self._submit(member, method, parts[member], started=started)
                    for member in range(len(self))]
         in_flight.read_replies(started, deadline)
