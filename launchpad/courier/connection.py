@@ -6,8 +6,9 @@ Once connected, a call goes one of three ways:
 
 * driven (a blocking call): the calling thread takes an idle stream, sends its call and
   waits for the reply itself, which costs no thread hand-off at all;
-* queued (a future): the call joins the stream that is filling, whose own thread sends every
-  call queued by the time it wakes as one message and sets their futures as replies come;
+* queued (a future, or a blocking call while `MAX_DRIVEN` others are driven): the call joins
+  the stream that is filling, whose own thread sends every call queued by the time it wakes
+  as one message and sets their futures as replies come;
 * started (a group call's, group.py; socket transports only): the calling thread sends it,
   then reads its reply itself, waiting on many calls' sockets at once (`StartedCall`).
 
@@ -42,12 +43,16 @@ from collections.abc import Callable
 
 from launchpad.courier import direct_calls, errors, serialization, shared_memory, streams
 from launchpad.courier.dialer import Dialer
-from launchpad.courier.in_flight import After, PooledStream, StartedCall, settle
-from launchpad.courier.serialization import Kind
+from launchpad.courier.in_flight import After, PooledStream, StartedCall, settle, settle_replies
 
 # A stream thread with nothing to send checks this often that its server is still there, so
 # that a connection whose server went away ends (and its threads with it) by itself.
 _CHECK_IDLE_SECS = 1.0
+
+# Blocking calls driven at once, at most: each stream's server thread is woken per call and
+# must take the GIL; calls past it join the filling message, one for the server to read (16
+# threads sharing a client: 3.8k calls/s, 6.1k with 3; docs/performance.md, "Courier calls").
+MAX_DRIVEN = 3
 
 
 class Connection:
@@ -75,29 +80,30 @@ class Connection:
         self._filling: PooledStream | None = None
         self._idle: list[PooledStream] = []
         self._streams: set[PooledStream] = set()
+        self._driven = 0  # blocking calls driven now (see MAX_DRIVEN)
         threading.Thread(target=self._connect, name="courier-connect", daemon=True).start()
 
     def send(self, method: str, parts: list, future: concurrent.futures.Future, *,
              drive: bool = False) -> bool:
-        """Sends a call; False if the connection broke meanwhile (the caller retries).
-
-        With `drive`, a connected connection makes the call on this thread, and the future is
-        settled when this returns; otherwise the call is queued (see the module doc).
-        """
+        """Sends a call; False if the connection broke meanwhile (the caller retries). With
+        `drive`, a connected connection makes the call on this thread (settled on return)
+        unless `MAX_DRIVEN` others are driven; otherwise it is queued (see the module doc)."""
         call_id = next(self._ids)
-        frame = serialization.encode_frame(Kind.CALL, call_id, method, parts)
+        frame = serialization.encode_frame(serialization.Kind.CALL, call_id, method, parts)
         with self._lock:
             if self.broken:
                 return False
             if self._early is not None:
                 self._early.append((call_id, frame, future))
                 return True
+            drive = drive and self._driven < MAX_DRIVEN
             stream = None if drive else self._filling
             dead: list[PooledStream] = []
             if stream is None:
                 stream = self._take_stream(dead)
             if stream is not None:
                 stream.pending[call_id] = future
+                self._driven += drive
                 if not drive:
                     self._filling = stream
                     stream.start_thread(self._serve_queue)
@@ -132,7 +138,7 @@ class Connection:
             self._let_go(ended)
         if stream is None:
             return None
-        frames = [serialization.encode_frame(Kind.CALL, call_id, method, parts)]
+        frames = [serialization.encode_frame(serialization.Kind.CALL, call_id, method, parts)]
         def send() -> bool:
             stream.transport.send(stream.chunks(frames))
             return True
@@ -286,6 +292,9 @@ class Connection:
             settle(future, exception=errors.ServerUnavailableError(
                 f"Call to {self.address} was interrupted: {type(e).__name__}"))
             raise
+        finally:
+            with self._lock:
+                self._driven -= 1
 
     def _abandon_if_waiting(self, stream: PooledStream, call_id: int) -> None:
         with self._lock:
@@ -386,15 +395,5 @@ class Connection:
             else:
                 after = After.LEAVE
                 self._idle.append(stream)
-        for frame, future in zip(frames, futures, strict=True):
-            if future is None or future.done():
-                continue  # cancelled or timed out by the caller meanwhile
-            try:
-                if frame.kind == Kind.RESULT:
-                    settle(future, result=frame.load())
-                else:
-                    settle(future, exception=serialization.load_exception(frame))
-            except Exception as e:  # noqa: BLE001 - e.g. the result's class is unknown here
-                settle(future, exception=errors.SerializationError(
-                    f"Cannot unpickle a reply from {self.address}: {type(e).__name__}: {e}"))
+        settle_replies(frames, futures, self.address)
         return after

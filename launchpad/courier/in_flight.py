@@ -136,3 +136,19 @@ def settle(future: concurrent.futures.Future, result: Any = None,
             future.set_result(result)
     except concurrent.futures.InvalidStateError:
         pass
+
+
+def settle_replies(frames: list[serialization.Frame], futures: list, address: str) -> None:
+    """Settles each call's future (None: no longer awaited) with its reply frame's result or
+    exception; a reply that cannot be unpickled here fails its call, not the connection."""
+    for frame, future in zip(frames, futures, strict=True):
+        if future is None or future.done():
+            continue  # cancelled or timed out by the caller meanwhile
+        try:
+            if frame.kind == serialization.Kind.RESULT:
+                settle(future, result=frame.load())
+            else:
+                settle(future, exception=serialization.load_exception(frame))
+        except Exception as e:  # noqa: BLE001 - e.g. the result's class is unknown here
+            settle(future, exception=errors.SerializationError(
+                f"Cannot unpickle a reply from {address}: {type(e).__name__}: {e}"))

@@ -15,7 +15,7 @@ import portpicker
 import pytest
 
 from launchpad import courier
-from launchpad.courier import errors
+from launchpad.courier import connection, errors
 from tests.courier.conftest import TOKEN
 
 pytestmark = [pytest.mark.timeout(30), pytest.mark.usefixtures("courier_transport")]
@@ -417,14 +417,15 @@ def test_a_resolver_giving_a_dead_address_first_is_asked_again_soon(server, conn
 
 
 def test_blocking_calls_run_on_the_calling_thread(client):
-    """Once connected, a blocking call is sent and answered on its caller's thread: however
-    many run at once, no stream thread is started for them."""
+    """Once connected, a blocking call is sent and answered on its caller's thread: while no
+    more than `MAX_DRIVEN` run at once, no stream thread is started for them (more travel
+    together: test_driven_calls.py)."""
     def stream_threads() -> set[threading.Thread]:
         return {t for t in threading.enumerate() if t.name == "courier-client"}
 
     assert client.add(0, 1) == 1  # connected (calls made while connecting travel together)
     before = stream_threads()
-    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+    with concurrent.futures.ThreadPoolExecutor(connection.MAX_DRIVEN) as pool:
         assert list(pool.map(lambda i: client.add(i, 1), range(40))) == list(range(1, 41))
     assert stream_threads() <= before
 
