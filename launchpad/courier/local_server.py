@@ -16,10 +16,11 @@ who may connect (anyone: the hello's token decides) and shared memory (never).
   in that epoll, and the kernel wakes one of them per stream that has a message, which
   answers it (the token checked first, for a stream's first message) with the server's
   handler, running the calls as server.py says, and goes on with the next message while
-  one comes within `_NEXT_MESSAGE_SPIN_SECS` (only for a stream that calls back to back);
-  then it hands the stream back to the epoll.
-  A thread is added whenever the last one waiting takes a stream, and one that has served
-  its stream ends if others wait already (threads.Pollers).
+  one comes within `_NEXT_MESSAGE_SPIN_SECS` (only for a stream that calls back to back
+  while no other stream has a message); then it hands the stream back to the epoll.
+  A thread is added when none has waited for `_RELIEF_SECS` and none has taken a stream
+  meanwhile (threads.Pollers): streams calling at once are served one after another by one
+  thread, which the GIL would have made them anyway, with no wake-up while one is ready.
 
 So a thread serves a stream only while a message of it is being answered. A server of
 thousands of idle or slow streams (a controller of thousands of nodes) runs on a few
@@ -66,6 +67,7 @@ _ACCEPT_RETRY_SECS = 0.05
 _NEXT_MESSAGE_SPIN_SECS = 50e-6
 _HOT_GAP_SECS = 1e-3
 _HOT_HOLD_SECS = 0.05
+_RELIEF_SECS = 2e-3  # how long streams may wait for a thread while all are busy
 _WAITING = select.EPOLLIN | select.EPOLLRDHUP | select.EPOLLONESHOT
 _GREETING = select.EPOLLIN | select.EPOLLRDHUP | select.EPOLLET
 
@@ -107,7 +109,10 @@ class LocalServer:
                                         name="courier-local-accept", daemon=True)
         self._stream_threads = threads.Pollers("courier-local", self._next_ready, self._serve,
                                                ended=self._thread_ends,
-                                               max_threads=_MAX_THREADS)
+                                               max_threads=_MAX_THREADS,
+                                               relief_secs=_RELIEF_SECS)
+        self._last_served = -1  # the stream whose message was read last
+        self._others_served = 0.0  # when another stream's message was read (perf_counter)
 
     @classmethod
     def bind(cls, service: streams.SocketService, host: str, port: int,
@@ -263,7 +268,10 @@ class LocalServer:
             while ready:
                 try:
                     kind, message = stream.reader.read()
-                    stream.hot = time.perf_counter() - stream.replied < _HOT_GAP_SECS
+                    now = time.perf_counter()
+                    stream.hot = now - stream.replied < _HOT_GAP_SECS
+                    if self._last_served != stream.fd:  # (a race here only mistimes a poll)
+                        self._last_served, self._others_served = stream.fd, now
                 except (EOFError, OSError):
                     kind = None  # the client went away: the stream ends
                 except ValueError as e:
@@ -277,7 +285,7 @@ class LocalServer:
                     records.send(stream.connection, local_sockets.MESSAGE, reply)
                 del message  # not kept while the stream waits for its next one
                 stream.replied = time.perf_counter()
-                if stream.hot:
+                if stream.hot and stream.replied - self._others_served > _HOT_GAP_SECS:
                     ready = (stream.reader.ready(_NEXT_MESSAGE_SPIN_SECS)
                              or stream.reader.wait())
                 else:

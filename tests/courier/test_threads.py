@@ -190,3 +190,48 @@ def test_pollers_never_run_more_threads_than_allowed():
     events.end()
     assert _until(lambda: _pollers_alive() == 0)
     assert most[0] == 4
+
+
+def test_pollers_with_relief_handle_quick_events_on_one_thread():
+    """Events that come while one thread is busy wait for it: no thread is added per event
+    taken (as without relief, where the last waiter taking one adds a thread)."""
+    events, handlers, ended = _Events(), set(), threading.Event()
+
+    def handle(event) -> None:
+        handlers.add(threading.current_thread())
+
+    pollers = Pollers("test-pollers", events.wait, handle, ended.set, max_threads=64,
+                      relief_secs=10.0)  # (longer than any preemption of a quick handler)
+    for _ in range(200):
+        events.put("quick")
+    pollers.start()
+    events.end()
+    assert ended.wait(10)
+    assert len(handlers) == 1
+
+
+def test_pollers_with_relief_add_a_thread_for_events_behind_a_blocked_one():
+    events, release, second_handled, ended = (_Events(), threading.Event(),
+                                              threading.Event(), threading.Event())
+
+    def handle(event) -> None:
+        if event == "block":
+            release.wait(10)
+        else:
+            second_handled.set()
+
+    pollers = Pollers("test-pollers", events.wait, handle, ended.set, max_threads=64,
+                      relief_secs=0.02)
+    pollers.start()
+    events.put("block")
+    events.put("quick")
+    assert second_handled.wait(10)  # while the first is still blocked
+    assert not release.is_set()
+    release.set()
+    assert _until(lambda: _pollers_alive() == 1)  # the one that finished last ends
+    events.end()
+    assert ended.wait(10)
+    overseers = [t for t in threading.enumerate() if t.name == "test-pollers-overseer"]
+    for overseer in overseers:
+        overseer.join(10)
+    assert not any(t.is_alive() for t in overseers)
