@@ -46,10 +46,11 @@ CASES = [
                   "worker 2: 8013 primes in [200000, 300000)",
                   "controller.wait() returned True: all 3 workers returned"],
                  id="program_wait"),
+    # (Not the actors' own lines: the learner stops the program once it has read the last
+    # trajectory, which may be before its actor, its writes flushed, has printed. That the
+    # learner read 16 = 2 x 8, every one intact, says both actors wrote all of theirs.)
     pytest.param("replay", [],
-                 ["actor 0: wrote 8 trajectories of 5 steps",
-                  "actor 1: wrote 8 trajectories of 5 steps",
-                  "learner: read 16 trajectories in 4 batches, every one intact",
+                 ["learner: read 16 trajectories in 4 batches, every one intact",
                   "Program stopped cleanly."],
                  id="replay", marks=needs_reverb),
     pytest.param("agent", [],
