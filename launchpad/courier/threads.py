@@ -138,7 +138,7 @@ class Pollers:
     (none was taken meanwhile), and a thread ends once it has handled its event if another
     waits. So a server of quick calls from many streams runs them on one thread, one after
     another, woken only when none is ready, instead of waking a thread per message that must
-    then take the GIL from the others (16 streams calling at once: 1.8x the calls, a third of
+    then take the GIL from the others (16 streams calling at once: 1.7x the calls, at 40% of
     the server's CPU per call); a call that blocks holds up the others for `relief_secs`.
 
     Args:
