@@ -12,8 +12,8 @@ who may connect (anyone: the hello's token decides) and shared memory (never).
   is the likeliest to be a peer that says nothing), and so is it when accepting finds no
   file descriptor left.
 * **Serving.** A stream whose hello is whole joins the server's epoll, where its socket
-  waits for its next message (once: `EPOLLONESHOT`). The server's stream threads all wait
-  in that epoll, and the kernel wakes one of them per stream that has a message, which
+  waits for its next message (once: `EPOLLONESHOT`). The server's stream threads wait in
+  that epoll (mostly one, see below), and the one that takes a stream with a message
   answers it (the token checked first, for a stream's first message) with the server's
   handler, running the calls as server.py says, and goes on with the next message while
   one comes within `_NEXT_MESSAGE_SPIN_SECS` (only for a stream that calls back to back
@@ -24,7 +24,7 @@ who may connect (anyone: the hello's token decides) and shared memory (never).
 
 So a thread serves a stream only while a message of it is being answered. A server of
 thousands of idle or slow streams (a controller of thousands of nodes) runs on a few
-threads, with one wake-up per message as before: a thread per stream made every message
+threads, with at most one wake-up per message: a thread per stream made every message
 wake one of thousands of threads, each to take the GIL in turn, and stopped at 4,096.
 """
 
