@@ -33,6 +33,11 @@ _HEADER = struct.Struct("<BQ")
 HEADER_SIZE = _HEADER.size
 # A small record is copied out of the receive buffer; a larger one gets a buffer of its own.
 _BUFFER = 64 << 10
+# Receive buffers let go of (`Reader.release`), for the next reader that needs one: a server
+# releases a stream's buffer after every message, and making one costs its zeroing. At most
+# this many are kept (list appends and pops are atomic: no lock on the hot path).
+_spare_buffers: list = []
+_MAX_SPARE_BUFFERS = 8
 _spinning: list = []  # the thread of this process spinning, if any
 # The readers of this process waiting for a record -> when they began (dict stores and
 # deletes are atomic: no lock on the hot path). While another began less than _QUICK_SECS
@@ -67,22 +72,34 @@ def send(sock: socket.socket, kind: int, chunks: list) -> None:
 def send_records(sock: socket.socket, kinds_and_chunks: list[tuple[int, list]]) -> None:
     """Sends records back to back, in as few system calls as their pieces allow."""
     pieces: list = []
+    total = 0
     for kind, chunks in kinds_and_chunks:
-        views = [memoryview(chunk).cast("B") for chunk in chunks]
-        pieces += [pack_header(kind, sum(view.nbytes for view in views)), *views]
-    while pieces:
-        batch = pieces[:_MAX_PIECES]
-        sent = sock.sendmsg(batch)
+        if all(type(chunk) is bytes for chunk in chunks):  # most messages: no view needed
+            length = sum(map(len, chunks))
+            pieces.append(_HEADER.pack(kind, length))
+            pieces += chunks
+        else:
+            chunks = [memoryview(chunk).cast("B") for chunk in chunks]
+            length = sum(view.nbytes for view in chunks)
+            pieces += [_HEADER.pack(kind, length), *chunks]
+        total += HEADER_SIZE + length
+    sent = sock.sendmsg(pieces[:_MAX_PIECES] if len(pieces) > _MAX_PIECES else pieces)
+    if sent == total:
+        return  # (the common case: all went at once)
+    while True:  # drop what went, keep the unsent end of a piece half sent
         taken = 0
-        for piece in batch:  # drop what went, keep the unsent end of a piece half sent
+        for piece in pieces:
             size = len(piece)
             if sent < size:
                 break
             sent -= size
             taken += 1
         del pieces[:taken]
+        if not pieces:
+            return
         if sent:
             pieces[0] = memoryview(pieces[0])[sent:]
+        sent = sock.sendmsg(pieces[:_MAX_PIECES])
 
 
 class Reader:
@@ -90,7 +107,8 @@ class Reader:
     (raise it once the peer is known), `spin_secs` is how long it polls before it blocks.
 
     Its receive buffer exists only while a record is on its way or bytes wait in it
-    (`release`): a server parks thousands of idle streams, and each would hold 64 KiB.
+    (`release`): a server parks thousands of idle streams, and each would hold 64 KiB. A
+    few released buffers are kept for the readers that next need one.
     """
 
     def __init__(self, sock: socket.socket, max_length: int):
@@ -165,7 +183,9 @@ class Reader:
     def release(self) -> None:
         """Lets go of the receive buffer if no byte waits in it (it is made again when
         bytes come)."""
-        if self._end == self._start:
+        if self._end == self._start and self._view is not None:
+            if len(_spare_buffers) < _MAX_SPARE_BUFFERS:
+                _spare_buffers.append(self._view)
             self._view = None
             self._start = self._end = 0
 
@@ -173,7 +193,10 @@ class Reader:
         """The free end of the receive buffer, made if released, what is left of earlier
         bytes first moved to its front."""
         if self._view is None:
-            self._view = memoryview(bytearray(_BUFFER))
+            try:
+                self._view = _spare_buffers.pop()
+            except IndexError:
+                self._view = memoryview(bytearray(_BUFFER))
         elif self._start:
             left = self._end - self._start
             self._view[:left] = self._view[self._start:self._end]

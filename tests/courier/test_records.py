@@ -29,10 +29,13 @@ def test_records_arrive_whole_and_in_order(pair):
     assert reader.read() == (2, b"")
 
 
-def test_a_large_record_is_sent_in_pieces_and_read_into_its_own_read_only_buffer(pair):
+@pytest.mark.parametrize("as_bytes", [False, True], ids=["array", "bytes"])
+def test_a_large_record_is_sent_in_pieces_and_read_into_its_own_read_only_buffer(pair,
+                                                                                   as_bytes):
     left, right = pair
     array = np.arange(2 << 20, dtype=np.float32)  # 8 MiB: many partial sends
-    sender = threading.Thread(target=records.send, args=(left, 7, [b"head", array]))
+    part = array.tobytes() if as_bytes else array  # (bytes alone are sent without views)
+    sender = threading.Thread(target=records.send, args=(left, 7, [b"head", part]))
     sender.start()
     kind, body = records.Reader(right, max_length=1 << 30).read()
     sender.join()
@@ -48,6 +51,26 @@ def test_more_pieces_than_one_sendmsg_takes_are_sent(pair):
     sender.start()
     assert records.Reader(right, max_length=1 << 20).read() == (1, b"".join(pieces))
     sender.join()
+
+
+def test_released_buffers_serve_other_readers_with_their_own_bytes():
+    pairs = [socket.socketpair() for _ in range(records._MAX_SPARE_BUFFERS + 4)]
+    try:
+        readers = [records.Reader(right, max_length=1 << 20) for _, right in pairs]
+        for rounds in range(3):
+            for k, ((left, _), reader) in enumerate(zip(pairs, readers, strict=True)):
+                records.send(left, 1, [f"round {rounds} reader {k}".encode()])
+                records.send(left, 2, [b"next"])  # waits in the buffer: not released
+                assert reader.read() == (1, f"round {rounds} reader {k}".encode())
+                reader.release()
+            for reader in readers:
+                assert reader.read() == (2, b"next")
+                reader.release()
+            assert len(records._spare_buffers) <= records._MAX_SPARE_BUFFERS
+    finally:
+        for left, right in pairs:
+            left.close()
+            right.close()
 
 
 def test_a_record_longer_than_allowed_is_refused(pair):
