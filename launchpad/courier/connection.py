@@ -347,7 +347,7 @@ class Connection:
         calls. True when the stream is idle again; False when it ended. With
         `caller_waits`, this thread waits for nothing else (see streams.ClientStream)."""
         return self._guarded(stream, lambda: self._take_replies(stream, stream.transport.exchange(
-            stream.chunks(frames), caller_waits)))
+            stream.chunks(frames), caller_waits, len(frames))))
 
     def _guarded(self, stream: PooledStream, work: Callable[[], bool]) -> bool:
         """`work()` on the stream; False, its calls failed, if the stream ended under it."""

@@ -196,7 +196,7 @@ class Stream:
             cygrpc.PropagationConstants.GRPC_PROPAGATE_DEFAULTS, STREAM_METHOD.encode(),
             None, None, None, None, operations, None, None)
 
-    def exchange(self, chunks: list, caller_waits: bool = False) -> bytes:
+    def exchange(self, chunks: list, caller_waits: bool = False, calls: int = 1) -> bytes:
         """Sends one message (its chunks joined) and waits for the next reply; raises
         StreamBroken."""
         self._start((cygrpc.SendMessageOperation(b"".join(chunks), _NO_FLAGS),

@@ -139,7 +139,7 @@ class InProcessStream:
 
     # ------------------------------------------------------------ the client's side
 
-    def exchange(self, chunks: list, caller_waits: bool = False) -> bytes:
+    def exchange(self, chunks: list, caller_waits: bool = False, calls: int = 1) -> bytes:
         if self._forks != forks.count():
             raise self._end(errors.StreamBroken(grpc.StatusCode.UNAVAILABLE,
                                                 "the stream was made before this process "

@@ -9,7 +9,11 @@ A client polls for its reply for `_REPLY_SPIN_SECS` before it blocks (and a serv
 for the next message, local_server.py): two processes on two CPUs of a virtual machine
 otherwise pay a halted CPU's wake-up (~35 us here) on every message. A small call took
 110 us instead of 40 when the kernel put client and server on two CPUs; polling brings it to
-about 32 us either way, for at most these microseconds of CPU per message.
+about 32 us either way, for at most these microseconds of CPU per message. It polls only
+for the reply to a message of one call: a message of many (futures in flight) pays one
+wake-up for all of them, and a poll would hold the interpreter that the thread queuing the
+next calls needs (16 futures in flight: the client's CPU per call from 30 to 23 us; 64: 37k
+calls/s instead of 30k).
 """
 
 from __future__ import annotations
@@ -176,8 +180,12 @@ class LocalStream:
         self._closed = False
         self._answered_at = 0.0
 
-    def exchange(self, chunks: list, caller_waits: bool = False) -> bytes | memoryview:
+    def exchange(self, chunks: list, caller_waits: bool = False,
+                 calls: int = 1) -> bytes | memoryview:
+        """Sends a message and waits for its first reply, polling for it first (see the
+        module doc) only if the message holds one call."""
         self.send(chunks)
+        self._reader.spin_secs = _REPLY_SPIN_SECS if calls == 1 else 0.0
         return self.receive()
 
     def send(self, chunks: list) -> None:

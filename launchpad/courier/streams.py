@@ -30,9 +30,9 @@ class ClientStream(Protocol):
     """One stream, driven by one thread at a time (see grpc_transport.Stream for the rules).
 
     `exchange` sends a message (a list of chunks, joined or scattered as the transport
-    likes) and waits for the first reply; `receive` waits for a further one. With
-    `caller_waits`, the calling thread does nothing but wait for this reply, and a transport
-    in this process may run the call on it. `alive` says, cheaply, whether an idle stream
+    likes) of `calls` calls and waits for the first reply; `receive` waits for a further
+    one. With `caller_waits`, the calling thread does nothing but wait for this reply, and a
+    transport in this process may run the call on it. `alive` says, cheaply, whether an idle stream
     (every reply read, nobody driving it) can still be used; it must not be asked of a
     stream in use, whose reply waiting to be read may look like its end. Any thread may
     `cancel`; the owner `finish`es. `lane` is the stream's shared-memory lane, or None.
@@ -40,7 +40,8 @@ class ClientStream(Protocol):
 
     lane: shared_memory.Lane | None
 
-    def exchange(self, chunks: list, caller_waits: bool = False) -> bytes | memoryview: ...
+    def exchange(self, chunks: list, caller_waits: bool = False,
+                 calls: int = 1) -> bytes | memoryview: ...
 
     def receive(self) -> bytes | memoryview: ...
 
