@@ -15,7 +15,7 @@ import threading
 import pytest
 
 from launchpad import courier
-from launchpad.courier import local_server, local_sockets, records, transport
+from launchpad.courier import local_client, local_server, local_sockets, records, transport
 from tests.courier.children import ECHO_SERVER, child_server
 from tests.courier.conftest import TOKEN
 
@@ -142,3 +142,42 @@ def test_stopping_a_server_ends_its_stream_threads(serve, service):
     finally:
         for client in clients:
             client.close()
+
+
+def test_a_client_polls_for_the_reply_to_a_lone_call_only(serve, service, monkeypatch):
+    """A message of many calls pays one wake-up for all of them: its stream's thread blocks
+    for the reply, leaving the interpreter to the thread that queues the next calls."""
+    server = serve(service, token=TOKEN)
+    client = courier.Client(server.address, token=TOKEN, transport="local")
+    polls: list[tuple[int, float]] = []  # (calls in the message, how long its reply is polled)
+    exchange, spin = local_client.LocalStream.exchange, records.Reader._spin
+    sending = threading.local()
+
+    def counted_exchange(self, chunks, caller_waits=False, calls=1):
+        sending.calls = calls
+        return exchange(self, chunks, caller_waits, calls)
+
+    def recorded_spin(self, into, secs):
+        if getattr(sending, "calls", None) is not None:
+            polls.append((sending.calls, secs))
+        return spin(self, into, secs)
+
+    try:
+        assert client.identity(0) == 0  # connected
+        monkeypatch.setattr(local_client.LocalStream, "exchange", counted_exchange)
+        monkeypatch.setattr(records.Reader, "_spin", recorded_spin)
+        blocked = client.futures.block()  # a message of one call, which holds the server
+        assert service.blocker.entered.wait(10)
+        # Queued meanwhile: on other streams, whose threads send what is queued by the time
+        # they wake, so that some messages (all but never-seen timing: all) hold many calls.
+        queued = [client.futures.identity(i) for i in range(64)]
+        service.blocker.release.set()
+        assert blocked.result(10) is True
+        assert [future.result(10) for future in queued] == list(range(64))
+        assert client.identity(64) == 64
+    finally:
+        client.close()
+    lone = [secs for calls, secs in polls if calls == 1]
+    many = [secs for calls, secs in polls if calls > 1]
+    assert lone and many, polls
+    assert all(secs > 0 for secs in lone) and not any(many), polls
