@@ -183,7 +183,9 @@ class Client:
         # A connection that broke between get and send is replaced once; if the new one
         # broke as well (the server is gone, or its node ended), that is the call's error.
         for _ in range(2):
-            connection = self._slot.get(self._open_connection)
+            connection = self._slot.connection  # (read without the lock while it is up)
+            if connection is None or connection.broken:
+                connection = self._slot.get(self._open_connection)
             if connection.send(method, parts, future, drive=drive):
                 return future
         settle(future, exception=connection.error)

@@ -280,9 +280,10 @@ class Connection:
     def _drive(self, stream: PooledStream, call_id: int, frame: serialization.OutFrame,
                future: concurrent.futures.Future) -> None:
         """Makes one call on this thread (see the module doc)."""
-        # If the future is settled meanwhile by someone else (its deadline passed, or the
-        # connection closed), the stream is abandoned so that this thread stops waiting.
-        future.add_done_callback(lambda _: self._abandon_if_waiting(stream, call_id))
+        # If the future's deadline passes meanwhile, the stream is abandoned so that this
+        # thread stops waiting. (A connection that closes cancels its streams itself.)
+        if self._deadlines:
+            future.add_done_callback(lambda _: self._abandon_if_waiting(stream, call_id))
         try:
             self._exchange(stream, [frame], caller_waits=not self._deadlines)
         except BaseException as e:  # e.g. KeyboardInterrupt while waiting: the stream is lost

@@ -202,7 +202,7 @@ def _decode_frames(view: memoryview, reader: shared_memory.Reader | None) -> lis
     while offset < end:
         kind, call_id, name_length, buffer_count = _HEADER.unpack_from(view, offset)
         offset += _HEADER_SIZE
-        name = str(view[offset:offset + name_length], "utf-8")
+        name = str(view[offset:offset + name_length], "utf-8") if name_length else ""
         offset += name_length
         if buffer_count:
             lengths_format = _lengths_format(buffer_count + 1)
