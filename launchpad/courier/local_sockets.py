@@ -163,7 +163,7 @@ def parse_hello(hello: bytes) -> tuple[str, str] | None:
         for _ in range(2):
             (length,) = _FIELD.unpack_from(hello, offset)
             offset += _FIELD.size
-            fields.append(hello[offset:offset + length].decode())
+            fields.append(hello[offset:offset + length].decode("utf-8", "surrogatepass"))
             offset += length
         return (fields[0], fields[1]) if offset == len(hello) else None
     except (struct.error, UnicodeDecodeError):
@@ -188,8 +188,10 @@ def peek_hello(sock: socket.socket) -> bool | None:
 
 
 def hello(token: str, probe: str) -> bytes:
+    """A stream's hello: its token and probe, as text of any characters (a lone surrogate
+    too: as the server compares tokens, server.Server.admits)."""
     parts = [MAGIC]
-    for field in (token.encode(), probe.encode()):
+    for field in (token.encode("utf-8", "surrogatepass"), probe.encode("utf-8", "surrogatepass")):
         parts += [_FIELD.pack(len(field)), field]
     return b"".join(parts)
 

@@ -93,23 +93,27 @@ def test_a_stream_without_the_right_token_is_refused_before_anything_is_unpickle
     assert not marker.exists()
 
 
+@pytest.mark.parametrize("token", ["jeton-secret-tökén", "\ud800 a lone surrogate"],
+                         ids=["non-ascii", "surrogate"])
 @pytest.mark.parametrize("kind", ["in-process", "local"])  # (gRPC metadata is ASCII)
-def test_tokens_of_any_characters_are_compared_not_refused_as_errors(serve, connect, kind):
+def test_tokens_of_any_characters_are_compared_not_refused_as_errors(serve, connect, kind,
+                                                                     token):
     """hmac compares only ASCII text: a stream with a token of other characters was ended as
     the server's failure (INTERNAL, a traceback logged), and a server with such a token
-    refused everyone."""
+    refused everyone. A lone surrogate, which UTF-8 does not encode, failed the local
+    client's hello."""
     server = serve(Echo(), token=TOKEN)
     channel = open_raw_channel(server, kind)
     try:
-        ended = exchange_within(channel.open_stream("jeton-secret-tökén"),
+        ended = exchange_within(channel.open_stream(token),
                                 wire.frame(wire.CALL, 1, b"ping", [wire.call_pickle(())]))
     finally:
         channel.close()
     assert isinstance(ended, errors.StreamBroken)
     assert (ended.code, ended.details) == (grpc.StatusCode.PERMISSION_DENIED,
                                            streams.REFUSED_DETAILS)
-    own = serve(Echo(), token="jeton-secret-tökén")
-    assert connect(own, token="jeton-secret-tökén", transport=TRANSPORTS[kind]).ping() == "pong"
+    own = serve(Echo(), token=token)
+    assert connect(own, token=token, transport=TRANSPORTS[kind]).ping() == "pong"
 
 
 # ----------------------------------------------------------------------------- the local socket
