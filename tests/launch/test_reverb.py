@@ -4,9 +4,11 @@ killed replay node, and Reverb imported only where it is used."""
 
 import os
 import signal
+import socket
 import time
 
 import numpy as np
+import portpicker
 import pytest
 
 import launchpad as lp
@@ -149,3 +151,28 @@ def test_periodic_checkpoints_survive_a_killed_replay_node(launch_processes, tmp
     os.kill(controller.node_pids()["replay/0"], signal.SIGKILL)
     assert controller.wait_for_restarts("replay/0", 1, TIMEOUT)
     assert handle.dereference().server_info(timeout=TIMEOUT)[TABLE].current_size == 4
+
+
+def test_a_replay_server_whose_picked_port_was_taken_starts_on_another(monkeypatch):
+    """Reverb's pick is free when picked, and another process may bind it first (an
+    ephemeral port, as outgoing connections take): the node starts its server again."""
+    taken = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    taken.bind(("", 0))
+    taken.listen()
+    picks = iter([taken.getsockname()[1]])
+    pick = portpicker.pick_unused_port
+    monkeypatch.setattr(portpicker, "pick_unused_port", lambda: next(picks, None) or pick())
+    try:
+        server = lp.ReverbNode(_tables)._start(reverb, None, None)
+        try:
+            assert server.port != taken.getsockname()[1]
+            assert reverb.Client(f"localhost:{server.port}").server_info()[TABLE]
+        finally:
+            server.stop()
+    finally:
+        taken.close()
+    with pytest.raises(ValueError, match="BuildAndStart"):  # a port the user chose is theirs
+        with socket.socket() as held:
+            held.bind(("", 0))
+            held.listen()
+            lp.ReverbNode(_tables)._start(reverb, held.getsockname()[1], None)

@@ -7,6 +7,10 @@ more at a graceful stop. A server started with the checkpointer of a previous ru
 path) loads its latest checkpoint, so a ReverbNode restarted by its group's RestartPolicy comes
 back with its data.
 
+The free port is Reverb's pick (portpicker: free when picked), which another process may take
+before the server binds it: an ephemeral port, like those of outgoing connections. A server
+that cannot bind its pick is started again on another, twice at most.
+
 Outside any launch (Launchpad's unit tests: `reverb_address` bound with `Address.bind`,
 `node.run()` on a thread) the server listens on the bound port; `node._server` is it.
 
@@ -22,11 +26,14 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from absl import logging
+
 from launchpad import control
 from launchpad.address import Address, get_port_from_address
 from launchpad.nodes import base
 
 _RESOLVE_TIMEOUT_SECS = 60.0
+_STARTS = 3  # times a server is started on a port Reverb picked (see the module doc)
 
 
 def _import_reverb():
@@ -134,8 +141,7 @@ class ReverbNode(base.Node):
             checkpointer = self._checkpoint_ctor() if self._checkpoint_ctor else None
             port = (get_port_from_address(self._address.resolve()) if self._address.bound
                     else None)
-            self._server = server = reverb.Server(
-                tables=list(self._priority_tables_fn()), port=port, checkpointer=checkpointer)
+            self._server = server = self._start(reverb, port, checkpointer)
             try:
                 if not node.standalone:
                     node.controller.register(self.label, self.index, "",
@@ -144,6 +150,22 @@ class ReverbNode(base.Node):
             finally:
                 server.stop()
                 self._server = None
+
+    def _start(self, reverb: Any, port: int | None, checkpointer: Any) -> Any:
+        """A Reverb server on `port`, or on a free port Reverb picks: again on another if
+        its pick was taken before it bound it (see the module doc)."""
+        attempt = 1
+        while True:
+            try:
+                return reverb.Server(tables=list(self._priority_tables_fn()), port=port,
+                                     checkpointer=checkpointer)
+            except ValueError as e:  # (Reverb's words for a port it cannot bind)
+                if port is not None or "BuildAndStart" not in str(e) or attempt == _STARTS:
+                    raise
+            attempt += 1
+            logging.warning("Replay node %s: the port Reverb picked was taken before its "
+                            "server bound it; starting it on another (%d of %d)",
+                            self.label, attempt, _STARTS)
 
     def _serve(self, server: Any, stopped: threading.Event, checkpoints: bool) -> None:
         """Serves until the program stops, checkpointing as asked and once at the stop."""
