@@ -25,7 +25,7 @@ from typing import Any, Protocol, Union
 from launchpad.courier import direct_calls, errors, serialization
 from launchpad.courier import transport as _transport
 from launchpad.courier.connection import Connection
-from launchpad.courier.in_flight import StartedCall, settle
+from launchpad.courier.in_flight import BlockingCall, StartedCall, settle
 from launchpad.courier.served_methods import LIST_METHODS
 from launchpad.courier.tls import TLS
 
@@ -176,9 +176,14 @@ class Client:
         self._slot.close(f"the client of {self.address} was closed")
         self._deadlines.close()
 
-    def _send(self, method: str, parts: list, drive: bool) -> concurrent.futures.Future:
-        future: concurrent.futures.Future = concurrent.futures.Future()
-        if self._call_timeout is not None:  # armed first: a driven call returns when done
+    def _send(self, method: str, parts: list,
+              drive: bool) -> concurrent.futures.Future | BlockingCall:
+        """Sends a call; its future, or with `drive` and no call_timeout a BlockingCall (the
+        caller waits for it at once, and nobody else sees it)."""
+        if self._call_timeout is None:
+            future = BlockingCall() if drive else concurrent.futures.Future()
+        else:  # armed first: a driven call returns when done
+            future = concurrent.futures.Future()
             self._deadlines.watch(future, self._call_timeout, lambda: self._timed_out(method))
         # A connection that broke between get and send is replaced once; if the new one
         # broke as well (the server is gone, or its node ended), that is the call's error.

@@ -41,7 +41,7 @@ import queue
 import threading
 from collections.abc import Callable
 
-from launchpad.courier import direct_calls, errors, serialization, shared_memory, streams
+from launchpad.courier import direct_calls, errors, in_flight, serialization, shared_memory, streams
 from launchpad.courier.dialer import Dialer
 from launchpad.courier.in_flight import After, PooledStream, StartedCall, settle, settle_replies
 
@@ -83,7 +83,7 @@ class Connection:
         self._driven = 0  # blocking calls driven now (see MAX_DRIVEN)
         threading.Thread(target=self._connect, name="courier-connect", daemon=True).start()
 
-    def send(self, method: str, parts: list, future: concurrent.futures.Future, *,
+    def send(self, method: str, parts: list, future: in_flight.Settleable, *,
              drive: bool = False) -> bool:
         """Sends a call; False if the connection broke meanwhile (the caller retries). With
         `drive`, a connected connection makes the call on this thread (settled on return)
@@ -278,10 +278,9 @@ class Connection:
         return stream
 
     def _drive(self, stream: PooledStream, call_id: int, frame: serialization.OutFrame,
-               future: concurrent.futures.Future) -> None:
+               future: in_flight.Settleable) -> None:
         """Makes one call on this thread (see the module doc)."""
-        # If the future's deadline passes meanwhile, the stream is abandoned so that this
-        # thread stops waiting. (A connection that closes cancels its streams itself.)
+        # A deadline passed abandons the stream: this thread stops waiting (as a close does).
         if self._deadlines:
             future.add_done_callback(lambda _: self._abandon_if_waiting(stream, call_id))
         try:
