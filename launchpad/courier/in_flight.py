@@ -159,9 +159,12 @@ class BlockingCall:
         if not self._done:
             self._unsettled.acquire()
             self._unsettled.release()
-        if self._exception is not None:
+        if self._exception is None:
+            return self._result
+        try:
             raise self._exception
-        return self._result
+        finally:
+            self = None  # (the traceback holds this frame: no cycle through it)
 
     def _settle(self, result: Any, exception: BaseException | None) -> None:
         if next(self._claims):
