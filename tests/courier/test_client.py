@@ -621,32 +621,6 @@ def test_close_fails_calls_in_flight_with_client_closed_error(client, service):
     assert isinstance(future.exception(timeout=5), courier.ClientClosedError)
 
 
-def test_close_fails_a_blocking_call_in_flight_at_once(client, service, courier_transport):
-    if courier_transport == "in-process":
-        pytest.skip("the call runs on its caller's own thread: it returns with the method")
-    failed = concurrent.futures.Future()
-
-    def call() -> None:
-        try:
-            client.block()
-        except BaseException as e:  # noqa: BLE001 - handed to the test
-            failed.set_result(e)
-        else:
-            failed.set_result(None)
-
-    caller = threading.Thread(target=call)
-    caller.start()
-    try:
-        assert service.blocker.entered.wait(5)
-        client.close()
-        # Before the server's call returns (it blocks for 10 s): the caller stops waiting.
-        assert isinstance(failed.result(timeout=5), courier.ClientClosedError)
-    finally:
-        service.blocker.release.set()
-        caller.join(10)
-
-
-
 def test_a_future_keeps_its_otherwise_unreferenced_client_alive(server):
     future = courier.Client(server.address, token=TOKEN).futures.identity("still answered")
     gc.collect()  # the client is referenced by nothing but its future

@@ -1,10 +1,13 @@
 """Blocking calls of many threads sharing one client: at most `MAX_DRIVEN` are driven on
-streams of their own; the others travel together, as futures do, and none waits for another."""
+streams of their own; the others travel together, as futures do, and none waits for another.
+A driven call ends at once when its client is closed."""
 
+import concurrent.futures
 import threading
 
 import pytest
 
+from launchpad import courier
 from launchpad.courier import connection
 from tests.courier.conftest import TOKEN
 
@@ -74,3 +77,28 @@ def test_blocking_calls_past_max_driven_travel_together_and_all_run_at_once(
         thread.join(25)
     assert results == list(range(_THREADS))
     assert counts[1] == connection.MAX_DRIVEN  # (all 8 are driven without the cap)
+
+
+def test_close_fails_a_driven_call_in_flight_at_once(client, service):
+    """(In process, a blocking call runs the method on its caller's own thread, so it returns
+    with the method: only streams between processes are closed under a call.)"""
+    failed: concurrent.futures.Future = concurrent.futures.Future()
+
+    def call() -> None:
+        try:
+            client.block()
+        except BaseException as e:  # noqa: BLE001 - handed to the test
+            failed.set_result(e)
+        else:
+            failed.set_result(None)
+
+    caller = threading.Thread(target=call)
+    caller.start()
+    try:
+        assert service.blocker.entered.wait(5)
+        client.close()
+        # Before the server's call returns (it blocks for 10 s): the caller stops waiting.
+        assert isinstance(failed.result(timeout=5), courier.ClientClosedError)
+    finally:
+        service.blocker.release.set()
+        caller.join(10)
