@@ -26,6 +26,10 @@ LARGE = 64 << 10  # payloads of this size or more go through shared memory
 DTYPES = ("uint8", "int32", "int64", "float32", "float64")
 WINDOW = 8  # futures in flight per client at most
 FUTURE_SHARE = 0.5
+# Of calls, the share that start a burst: BURST futures to one server at once, more than a
+# stream's thread sends as one message (connection.HALVE_FROM), all settled before going on.
+BURST_SHARE = 0.002
+BURST = 40
 CALL_TIMEOUT_S = 60.0  # a call unanswered this long is lost
 
 
@@ -145,10 +149,11 @@ class Calls:
         pending: collections.deque = collections.deque()
         seq = 0
         while time.perf_counter() < deadline:
-            payload = self.payloads.draw()
-            size = _size(payload)
-            self.counts["empty" if size == 0 else "large" if size >= LARGE else "small"] += 1
+            payload = self._draw()
             client = self.clients[int(self.rng.integers(len(self.clients)))]
+            if self.rng.random() < BURST_SHARE:
+                seq = self._burst(client, seq, payload)
+                continue
             if self.rng.random() < FUTURE_SHARE:
                 self.counts["futures"] += 1
                 pending.append((seq, payload, client.futures.transform(self.name, seq, payload)))
@@ -168,6 +173,27 @@ class Calls:
         return {"client": self.name, "calls": seq, "seconds": round(elapsed, 3),
                 "transports": transports, "first_error": self.first_error,
                 "first_lost": self.first_lost, **self.counts}
+
+    def _draw(self) -> bytes | np.ndarray:
+        """A payload, counted by its size class."""
+        payload = self.payloads.draw()
+        size = _size(payload)
+        self.counts["empty" if size == 0 else "large" if size >= LARGE else "small"] += 1
+        return payload
+
+    def _burst(self, client: courier.Client, seq: int, first: Any) -> int:
+        """BURST futures to `client` at once (the first with `first`, drawn already),
+        settled in order; returns the next sequence number."""
+        self.counts["bursts"] += 1
+        burst = []
+        for k in range(BURST):
+            payload = first if k == 0 else self._draw()
+            self.counts["futures"] += 1
+            burst.append((seq + k, payload,
+                          client.futures.transform(self.name, seq + k, payload)))
+        for call in burst:
+            self._settle_future(*call)
+        return seq + BURST
 
     def _settle_future(self, seq: int, payload: Any, future) -> None:
         self.settle(seq, payload, lambda: future.result(timeout=CALL_TIMEOUT_S))

@@ -54,6 +54,18 @@ class PooledStream:
             lane.writer.reset()
         return serialization.message_chunks(frames, lane)
 
+    def hand_over(self, frames: list[serialization.OutFrame], other: PooledStream) -> None:
+        """Moves queued calls, not sent yet, to `other`'s queue (connection lock held)."""
+        for frame in frames:
+            other.pending[frame.call_id] = self.pending.pop(frame.call_id)
+        other.outbox.put(frames)
+
+    def let_go(self) -> None:
+        """Ends the stream, no longer idle nor in use (found dead, or its call given up), and
+        its thread if it has one (its connection's lock not held: nobody else touches it)."""
+        self.outbox.put(None)
+        self.transport.finish()
+
     def start_thread(self, serve_queue) -> None:
         if self._thread is None:
             self._thread = threading.Thread(target=serve_queue, args=(self,),

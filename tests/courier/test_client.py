@@ -668,4 +668,4 @@ def test_calls_in_flight_reuse_their_streams(client):
         future.add_done_callback(lambda _: window.release())
         futures.append(future)
     assert all(future.result(timeout=30) == "pong" for future in futures)
-    assert len(client._slot.connection._streams) <= 17
+    assert len(client._slot.connection._pool.streams) <= 17

@@ -68,7 +68,7 @@ def test_a_streams_thread_leaves_alone_the_stream_a_blocking_call_drives(
     server = serve(service, token=TOKEN)
     client = connect(server, token=TOKEN, transport="local")
     assert client.futures.ping().result(timeout=_WAIT_SECS) == "pong"  # a stream and its thread
-    (stream,) = client._slot.connection._streams
+    (stream,) = client._slot.connection._pool.streams
     wakes = stream.outbox = _WakeCounter(stream.outbox)
     receive = stream.transport.receive
     looked = []
@@ -113,7 +113,7 @@ def test_a_stream_the_server_ended_alone_is_let_go_and_the_other_calls_go_on(
         assert client.futures.ping().result(timeout=_WAIT_SECS) == "pong"
     else:
         assert _driven_ping(client) == "pong"  # driven: its stream has no thread
-    (ended,) = {stream for stream in conn._streams if not stream.pending}
+    (ended,) = {stream for stream in conn._pool.streams if not stream.pending}
     (peer,) = set(server._streams) - busy_peers
 
     peer.cancel()  # the server ends the idle stream, and serves on
@@ -124,7 +124,7 @@ def test_a_stream_the_server_ended_alone_is_let_go_and_the_other_calls_go_on(
     service.blocker.release.set()
     assert blocked.result(timeout=_WAIT_SECS) is True  # its connection did not break
     assert client._slot.connection is conn and not conn.broken
-    assert ended not in conn._streams
+    assert ended not in conn._pool.streams
 
 
 @pytest.mark.usefixtures("courier_transport", "looks_often")
@@ -134,7 +134,7 @@ def test_a_streams_thread_that_finds_its_server_gone_breaks_the_connection(
     client = connect(server, token=TOKEN)
     assert client.futures.ping().result(timeout=_WAIT_SECS) == "pong"
     conn = client._slot.connection
-    (stream,) = conn._streams
+    (stream,) = conn._pool.streams
     server.stop()
     stream._thread.join(_WAIT_SECS)
     assert not stream._thread.is_alive()
