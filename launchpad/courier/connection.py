@@ -1,4 +1,5 @@
-"""A client's connection to one courier server: one channel and a pool of streams.
+"""A client's connection to one courier server: one channel and a pool of streams
+(stream_pool.py).
 
 A connection thread reaches the server (dialer.py: the address resolved, the fastest
 transport's channel, a bounded wait); calls made meanwhile wait and then travel together.
@@ -8,7 +9,8 @@ Once connected, a call goes one of three ways:
   waits for the reply itself, which costs no thread hand-off at all;
 * queued (a future, or a blocking call while `MAX_DRIVEN` others are driven): the call joins
   the stream that is filling, whose own thread sends every call queued by the time it wakes
-  as one message and sets their futures as replies come;
+  as one message (in two halves on two streams when there are many, `HALVE_FROM`) and sets
+  their futures as replies come;
 * started (a group call's, group.py; socket transports only): the calling thread sends it,
   then reads its reply itself, waiting on many calls' sockets at once (`StartedCall`).
 
@@ -307,7 +309,7 @@ class Connection:
 
     def _halve(self, stream: PooledStream, frames: list, dead: list) -> list:
         """The first half of `frames`, for this stream's message; the second half goes to
-        another stream, which becomes the filling one (lock held; `dead` as _take_stream)."""
+        another stream, which becomes the filling one (lock held; `dead` as in StreamPool.take)."""
         other = self._pool.take(dead)
         if other is None:
             return frames  # (the server is gone: this stream's message finds it out)
