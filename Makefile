@@ -9,6 +9,9 @@
 # make lint: ruff over the package, the tests, the examples and the benchmarks.
 # make docs: the documentation (docs/, README.md's blocks, the API reference from the
 #            docstrings) built as a site, offline, into site/; any warning fails it.
+# make compat-wheels: stand-in wheels of dm-launchpad and dm-launchpad-nightly (metadata
+#            only, requiring launchpad-next) into dist/compat-wheels/, for
+#            `pip install --find-links dist/compat-wheels PACKAGE` (docs/migrating.md).
 
 PYENV_ROOT ?= $(shell pyenv root 2>/dev/null || echo $(HOME)/.pyenv)
 PY311 := $(firstword $(wildcard $(PYENV_ROOT)/versions/3.11*/bin/python3.11) $(shell command -v python3.11))
@@ -16,6 +19,7 @@ PY313 := $(firstword $(wildcard $(PYENV_ROOT)/versions/3.13*/bin/python3.13))
 VENV := .venv
 VENV313 := .venv313
 VENV_ACME := .venv-acme
+COMPAT_WHEELS ?= dist/compat-wheels
 PIP_FLAGS := --quiet --disable-pip-version-check
 # The main venv has the full stack (the `tensorflow` and `reverb` extras of pyproject.toml:
 # TensorFlow 2.15, Reverb 0.14, numpy < 2, protobuf 4.25; the `examples`, `ray` and
@@ -24,7 +28,7 @@ PIP_FLAGS := --quiet --disable-pip-version-check
 # Reverb (none exists for it), so both ends of the supported range are tested.
 
 .PHONY: demo test test-main test-examples test-upstream test-core313 test-acme venv313 \
-	test-beside-main system-packages lint bench docs clean
+	test-beside-main system-packages lint bench docs compat-wheels clean
 
 # System packages the tests use, installed when missing: tmux (for the tmux_session terminal);
 # Slurm, munge and iproute2 (for the Slurm cluster on network namespaces of tests/cluster);
@@ -156,5 +160,13 @@ bench: system-packages $(VENV)/.installed
 docs: $(VENV)/.installed
 	$(VENV)/bin/mkdocs build --strict --site-dir site
 
+# The stand-ins (launchpad/standin_wheels.py: one wheel per dm-launchpad release and the last
+# nightly) are written by the module run as a file, isolated (-I: nothing of the checkout is
+# imported), by any Python 3: nothing to install first, a fraction of a second; the same bytes
+# every time. tests/test_dm_launchpad_standin.py installs packages through them.
+compat-wheels:
+	$(or $(PY311),python3) -I launchpad/standin_wheels.py $(COMPAT_WHEELS)
+
 clean:
-	rm -rf $(VENV) $(VENV313) $(VENV_ACME) *.egg-info test-artifacts .upstream site
+	rm -rf $(VENV) $(VENV313) $(VENV_ACME) *.egg-info test-artifacts .upstream site \
+	  dist/compat-wheels
