@@ -167,9 +167,9 @@ class Calls:
         while pending:
             self._settle_future(*pending.popleft())
         elapsed = time.perf_counter() - began
-        transports = sorted({client.transport for client in self.clients})
+        transports = sorted({courier.transport_of(client) for client in self.clients})
         for client in self.clients:
-            client.close()
+            courier.close(client)
         return {"client": self.name, "calls": seq, "seconds": round(elapsed, 3),
                 "transports": transports, "first_error": self.first_error,
                 "first_lost": self.first_lost, **self.counts}

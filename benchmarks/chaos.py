@@ -194,7 +194,7 @@ def run(seconds: float = 30.0, kills: int | None = None, producers: int = 3,
         restarts = controller.restarts()
     finally:
         for client in clients.values():
-            client.close()
+            lp.courier.close(client)
         controller.stop()
         controller.wait(START_TIMEOUT_S)
     status = controller.status()

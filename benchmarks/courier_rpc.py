@@ -126,7 +126,7 @@ def measure_baseline(module: str, make_client, calls: int, seconds: float) -> di
         try:
             return rpc_program.measure(client, calls, seconds)
         finally:
-            client.close()
+            courier.close(client)
 
 
 # ----------------------------------------------------------------------------- between hosts
@@ -178,9 +178,10 @@ def between_hosts(calls: int) -> dict[str, Any]:
                                                      warmup=10)
                         if mode is not None:  # over TLS only gRPC is offered
                             wanted = "tcp" if mode == "auto" and use_tls is None else "grpc"
-                            assert client.transport == wanted, client.transport
+                            used = courier.transport_of(client)
+                            assert used == wanted, used
                     finally:
-                        client.close()
+                        courier.close(client)
                 figures[f"{name}_{security}"] = {"none_p50_us": small["p50"],
                                                  "1mib_both_p50_us": large["p50"]}
     return figures

@@ -127,7 +127,7 @@ def _measure(kind: str, size: int) -> dict:
     pids = controller.node_pids() if kind == "ray" else controller.pids()
     pss, rss = _memory_mb(list(pids.values()))
     for client in clients:
-        client.close()
+        lp.courier.close(client)
     stopping = time.perf_counter()
     controller.stop()
     assert controller.wait(timeout=120)

@@ -90,7 +90,7 @@ def _launch(size: int, run_dir: str) -> dict:
     sruns = srun_clients()
     srun_rss_mb = sum(_rss_mb(pid) for pid in sruns)
     for client in clients:
-        client.close()
+        lp.courier.close(client)
     stopping = time.perf_counter()
     controller.stop()
     assert controller.wait(timeout=120)
@@ -110,7 +110,7 @@ def _local_mp(size: int) -> float:
     assert all(f.result(timeout=300) == "pong" for f in [c.futures.ping() for c in clients])
     ready = time.perf_counter() - started
     for client in clients:
-        client.close()
+        lp.courier.close(client)
     controller.stop()
     assert controller.wait(timeout=120)
     return ready

@@ -117,7 +117,7 @@ def _executions(addresses: list[str]) -> list[dict[str, tuple[bytes, int]]]:
         try:
             found.append(client.executions())
         finally:
-            client.close()
+            courier.close(client)
     return found
 
 

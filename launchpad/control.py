@@ -76,7 +76,7 @@ class ControllerClient:
         self._check_open()
         if not self._checked:
             self._check_version(None)
-        return self._client.call(method, *args)
+        return courier.call(self._client, method, *args)
 
     def _check_open(self) -> None:
         if self._ended:
@@ -87,8 +87,9 @@ class ControllerClient:
         with self._lock:
             if self._checked:
                 return
-            theirs = (self._client.call("hello", PROTOCOL_VERSION) if timeout is None else
-                      _answer(self._client.submit("hello", PROTOCOL_VERSION), timeout))
+            theirs = (courier.call(self._client, "hello", PROTOCOL_VERSION)
+                      if timeout is None else
+                      _answer(courier.submit(self._client, "hello", PROTOCOL_VERSION), timeout))
             if theirs != PROTOCOL_VERSION:
                 raise ControllerProtocolError(
                     f"The controller at {self.address} speaks protocol version {theirs}, this "
@@ -152,7 +153,7 @@ class ControllerClient:
         self._check_open()
         if not self._checked:
             self._check_version(timeout)
-        return _answer(self._client.submit(method, *args), timeout)
+        return _answer(courier.submit(self._client, method, *args), timeout)
 
     def node_finished(self, label: str, index: int, instance: str) -> None:
         self._call("node_finished", label, index, instance)
@@ -218,7 +219,7 @@ class ControllerClient:
         self._call_within(timeout, "wait_for_end")
 
     def close(self) -> None:
-        self._client.close()
+        courier.close(self._client)
 
 
 def _answer(future: concurrent.futures.Future, timeout: float):

@@ -20,7 +20,7 @@ os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 from launchpad.courier import histogram as latency_histogram
 from launchpad.courier.allocator import retain_freed_memory
 from launchpad.courier.batching import batched_handler
-from launchpad.courier.client import Client, list_methods
+from launchpad.courier.client import Client, call, close, list_methods, submit, transport_of
 from launchpad.courier.errors import (
     AddressInUseError,
     CallTimeoutError,
@@ -45,11 +45,10 @@ from launchpad.courier.tls import TLS
 from launchpad.courier.transport import mode_of as transport_mode
 
 __all__ = [
-    "AddressInUseError", "CallTimeoutError", "Client",
-    "ClientClosedError", "CourierError", "FunctionServer", "GroupCallError", "GroupClient",
-    "MethodCounts",
-    "PermissionDeniedError", "RemoteError", "SerializationError", "Server",
-    "ServerUnavailableError", "TLS", "UnknownMethodError", "batched_handler", "host_identity",
-    "latency_histogram", "list_methods", "public_methods", "retain_freed_memory", "settle",
-    "summed_metrics", "transport_mode",
+    "AddressInUseError", "batched_handler", "call", "CallTimeoutError", "Client",
+    "ClientClosedError", "close", "CourierError", "FunctionServer", "GroupCallError",
+    "GroupClient", "host_identity", "latency_histogram", "list_methods", "MethodCounts",
+    "PermissionDeniedError", "public_methods", "RemoteError", "retain_freed_memory",
+    "SerializationError", "Server", "ServerUnavailableError", "settle", "submit", "summed_metrics",
+    "TLS", "transport_mode", "transport_of", "UnknownMethodError",
 ]

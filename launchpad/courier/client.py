@@ -4,6 +4,10 @@
     client.futures.method(*args)    returns a concurrent.futures.Future at once
     client(*args)                   calls the remote object's __call__
 
+A client's namespace is its server's: every public name but `futures` and `address` (as in
+Launchpad's client) is a remote method, `close` and `call` included. What is ours to do with
+a client is a function of this module instead: `close(client)`, `transport_of(client)`,
+`call(client, name, ...)` and `submit(client, name, ...)` (a method named at run time).
 A client connects lazily, on its first call, and reconnects by itself after the connection is
 lost: calls in flight when a server dies fail with `ServerUnavailableError`, later calls go to
 the server at its (re-resolved) address. Every wait is bounded: connecting by
@@ -16,6 +20,7 @@ import concurrent.futures
 import datetime
 import heapq
 import itertools
+import keyword
 import threading
 import time
 import weakref
@@ -102,13 +107,6 @@ class Client:
         return _FuturesView(self)
 
     @property
-    def transport(self) -> str | None:
-        """The transport the calls travel on now ('in-process', 'local', 'tcp' or
-        'grpc'); None before the client has reached its server."""
-        current = self._slot.connection
-        return current.kind if current is not None and not current.broken else None
-
-    @property
     def address(self) -> str:
         """The address given, or the last one resolved."""
         if isinstance(self._address, str):
@@ -123,14 +121,13 @@ class Client:
             "compress": self._compress, "tls": self._tls, "transport": self._transport}))
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return lambda *args, **kwargs: self.call(name, *args, **kwargs)
+        _check_remote_name(name)
+        return lambda *args, **kwargs: self._call(name, *args, **kwargs)
 
     def __call__(self, *args, **kwargs) -> Any:
-        return self.call("__call__", *args, **kwargs)
+        return self._call("__call__", *args, **kwargs)
 
-    def call(self, method: str, /, *args, **kwargs) -> Any:
+    def _call(self, method: str, /, *args, **kwargs) -> Any:
         """Calls `method` on the server and waits for its result.
 
         The call is made on this thread (no hand-off to another one) once the client is
@@ -145,17 +142,17 @@ class Client:
         return self._send(method, serialization.dumps_call_arguments(method, args, kwargs),
                           drive=True).result()
 
-    def submit(self, method: str, /, *args, **kwargs) -> concurrent.futures.Future:
+    def _submit(self, method: str, /, *args, **kwargs) -> concurrent.futures.Future:
         """Starts a call of `method` and returns its future at once.
 
         With a `call_timeout`, the future fails with `CallTimeoutError` when it expires.
         `future.cancel()` works until the reply arrives (the server still runs the call).
         """
-        return self.submit_parts(method,
-                                 serialization.dumps_call_arguments(method, args, kwargs))
+        return self._submit_parts(method,
+                                  serialization.dumps_call_arguments(method, args, kwargs))
 
-    def submit_parts(self, method: str, parts: list) -> concurrent.futures.Future:
-        """`submit` of arguments pickled already (serialization.dumps_call_arguments): a
+    def _submit_parts(self, method: str, parts: list) -> concurrent.futures.Future:
+        """`_submit` of arguments pickled already (serialization.dumps_call_arguments): a
         group's call pickles them once for all its members (group.py)."""
         future = self._send(method, parts, drive=False)
         # A client nobody holds closes its connection: a future holds its client, so that
@@ -163,15 +160,15 @@ class Client:
         future.courier_client = self
         return future
 
-    def start_parts(self, method: str, parts: list) -> StartedCall | None:
+    def _start_parts(self, method: str, parts: list) -> StartedCall | None:
         """Sends a call of arguments pickled already, whose reply this thread reads itself
         (in_flight.read_replies: a group call waits on all its members' at once); None
-        where this client cannot (Connection.start): `submit_parts` the call then."""
+        where this client cannot (Connection.start): `_submit_parts` the call then."""
         future: concurrent.futures.Future = concurrent.futures.Future()
         future.courier_client = self  # as submit_parts' futures
         return self._slot.get(self._open_connection).start(method, parts, future)
 
-    def close(self) -> None:
+    def _close(self) -> None:
         """Closes the connection; calls in flight fail. Safe to call more than once."""
         self._slot.close(f"the client of {self.address} was closed")
         self._deadlines.close()
@@ -219,17 +216,57 @@ class _FuturesView:
         self._client = client
 
     def __getattr__(self, name: str) -> Callable[..., concurrent.futures.Future]:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return lambda *args, **kwargs: self._client.submit(name, *args, **kwargs)
+        _check_remote_name(name)
+        return lambda *args, **kwargs: self._client._submit(name, *args, **kwargs)
 
     def __call__(self, *args, **kwargs) -> concurrent.futures.Future:
-        return self._client.submit("__call__", *args, **kwargs)
+        return self._client._submit("__call__", *args, **kwargs)
+
+
+def _check_remote_name(name: str) -> None:
+    """Refuses, as an AttributeError (so Python's own look-ups of special names go on), a
+    name no server serves as an attribute: a private or special one, or a keyword."""
+    if name.startswith("_"):
+        raise AttributeError(
+            f"courier client has no attribute {name!r}: a server serves public methods only "
+            "(and __call__, called as client(...)); names starting with '_' are not sent")
+    if keyword.iskeyword(name):
+        raise AttributeError(
+            f"courier client: {name!r} is a Python keyword, which no method defined in "
+            f"Python is named; to call a method bound under that name, use "
+            f"courier.call(client, {name!r}, ...)")
+
+
+# Our operations on a client are functions, not its methods: every name of a client but
+# `futures` and `address` is its server's (Launchpad's rule), so `close` is a remote call.
+
+def call(client: Client, method: str, /, *args, **kwargs) -> Any:
+    """Calls the server's method named `method` and waits for its result: for a name known
+    only at run time, or one Python cannot spell as an attribute."""
+    return client._call(method, *args, **kwargs)
+
+
+def submit(client: Client, method: str, /, *args, **kwargs) -> concurrent.futures.Future:
+    """Starts a call of the server's method named `method`; its Future at once."""
+    return client._submit(method, *args, **kwargs)
+
+
+def close(client: Client) -> None:
+    """Closes `client`'s connection; its calls in flight fail, later ones raise
+    `ClientClosedError`. Safe to call more than once."""
+    client._close()
+
+
+def transport_of(client: Client) -> str | None:
+    """The transport `client`'s calls travel on now ('in-process', 'local', 'tcp' or
+    'grpc'); None before it has reached its server."""
+    current = client._slot.connection
+    return current.kind if current is not None and not current.broken else None
 
 
 def list_methods(client: Client) -> list[str]:
     """Returns the names of the methods the client's server serves."""
-    return client.call(LIST_METHODS)
+    return client._call(LIST_METHODS)
 
 
 class _ConnectionSlot:

@@ -113,7 +113,7 @@ class GroupClient:
     def close(self) -> None:
         """Closes every member's client; calls in flight fail."""
         for client in self._clients:
-            client.close()
+            client._close()
         if self._senders is not None:
             self._senders.shutdown(wait=False)
 
@@ -128,12 +128,12 @@ class GroupClient:
             with self._lock:
                 self._in_flight[member] += 1
         client = self._clients[member]
-        call = client.start_parts(method, parts) if started is not None else None
+        call = client._start_parts(method, parts) if started is not None else None
         if call is not None:
             started.append(call)
             future = call.future
         else:
-            future = client.submit_parts(method, parts)
+            future = client._submit_parts(method, parts)
         future.add_done_callback(lambda done: self._landed(member, done))
         return future
 

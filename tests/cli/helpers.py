@@ -91,7 +91,7 @@ def release_gate(run: run_records.Run) -> None:
     try:
         client.release()
     finally:
-        client.close()
+        lp.courier.close(client)
 
 
 def wait_until(predicate, timeout: float = TIMEOUT, what: str = "the condition") -> None:

@@ -60,7 +60,7 @@ def connect(server):
 
     yield client
     for client in made:
-        client.close()
+        lp.courier.close(client)
 
 
 def test_bound_functions_answer_with_their_arguments_defaults_and_keywords(connect):

@@ -176,9 +176,9 @@ def connect(request):
     expected = (request.node.funcargs.get("courier_transport")
                 or request.node.funcargs.get("socket_transport"))
     # (A server with TLS offers no TCP port: its clients of another host stay on gRPC.)
-    used = {(client.transport, client._tls is not None) for client in of_own_servers}
+    used = {(courier.transport_of(client), client._tls is not None) for client in of_own_servers}
     for client in clients:
-        client.close()
+        courier.close(client)
     if expected is not None:
         over_tls = "grpc" if expected == "tcp" else expected
         wrong = {kind for kind, tls in used

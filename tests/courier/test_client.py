@@ -126,7 +126,7 @@ def test_calling_the_client_calls_remote_dunder_call(client):
 
 
 def test_call_by_name(client):
-    assert client.call("add", 1, b=2) == 3
+    assert courier.call(client, "add", 1, b=2) == 3
 
 
 def test_lambda_attribute_staticmethod_and_classmethod_are_served(serve, connect):
@@ -140,7 +140,7 @@ def test_property_and_data_attribute_are_not_served(serve, connect):
     client = connect(serve(WithCallables()))
     for name in ("prop", "value"):
         with pytest.raises(courier.UnknownMethodError):
-            client.call(name)
+            courier.call(client, name)
 
 
 # --- Futures ---
@@ -203,7 +203,7 @@ def test_private_name_raises_attribute_error_locally_without_connecting():
             client.futures._private  # noqa: B018
         assert time.monotonic() - started < 1
     finally:
-        client.close()
+        courier.close(client)
 
 
 def test_unknown_method_error_is_attribute_error_naming_method_and_listing_others(client):
@@ -308,7 +308,7 @@ def test_a_timed_out_blocking_call_leaves_no_thread_once_its_client_is_closed(
     assert client.ping() == "pong"
     with pytest.raises(courier.CallTimeoutError):
         client.block()
-    client.close()
+    courier.close(client)
     service.blocker.release.set()  # the server answers the call given up
     deadline = time.monotonic() + 10
     left = [t for t in set(threading.enumerate()) - before if t.name == "courier-client"]
@@ -322,7 +322,7 @@ def test_closing_a_client_that_is_still_connecting_ends_its_threads(no_leaked_th
     the fixture fails the test if any thread it started is alive 10 s after it ends."""
     client = courier.Client(_unused_address(), token="t", connect_timeout=60)
     future = client.futures.ping()  # waits for a server that is not there
-    client.close()
+    courier.close(client)
     with pytest.raises(courier.ClientClosedError):
         future.result(timeout=5)
 
@@ -454,7 +454,7 @@ def test_unpicklable_positional_argument_raises_before_anything_is_sent():
         assert "identity" in str(info.value)
         assert "positional argument 1" in str(info.value)
     finally:
-        client.close()
+        courier.close(client)
 
 
 def test_unpicklable_keyword_argument_is_named(client):
@@ -538,7 +538,7 @@ def test_compress_true_round_trips(serve, connect, service, courier_transport):
     assert client.add(2, 3) == 5
     array = np.zeros(1024 * 1024, np.float32)
     np.testing.assert_array_equal(client.identity(array), array)
-    assert client.transport == kind
+    assert courier.transport_of(client) == kind
 
 
 # --- Pickling ---
@@ -554,7 +554,7 @@ def test_pickled_client_keeps_token_call_timeout_and_compress(serve, connect, se
         with pytest.raises(courier.CallTimeoutError):  # so did call_timeout
             client.block()
     finally:
-        client.close()
+        courier.close(client)
 
 
 def test_pickled_client_keeps_connect_timeout():
@@ -566,8 +566,8 @@ def test_pickled_client_keeps_connect_timeout():
             client.ping()
         assert time.monotonic() - started < 4  # not the 30 s default
     finally:
-        client.close()
-        original.close()
+        courier.close(client)
+        courier.close(original)
 
 
 def test_pickled_client_keeps_wait_for_ready_false():
@@ -579,8 +579,8 @@ def test_pickled_client_keeps_wait_for_ready_false():
             client.ping()
         assert time.monotonic() - started < 4
     finally:
-        client.close()
-        original.close()
+        courier.close(client)
+        courier.close(original)
 
 
 def test_client_pickled_after_use_works(client):
@@ -589,27 +589,27 @@ def test_client_pickled_after_use_works(client):
     try:
         assert copy.add(3, 4) == 7
     finally:
-        copy.close()
+        courier.close(copy)
 
 
 # --- Closing ---
 
 def test_calls_after_close_raise_client_closed_error(client):
     assert client.ping() == "pong"
-    client.close()
+    courier.close(client)
     with pytest.raises(courier.ClientClosedError) as info:
         client.ping()
     assert isinstance(info.value, RuntimeError)
 
 
 def test_close_twice_is_fine(client):
-    client.close()
-    client.close()
+    courier.close(client)
+    courier.close(client)
 
 
 def test_close_before_any_call_is_fine(connect, server):
     client = connect(server, token=TOKEN)
-    client.close()
+    courier.close(client)
     with pytest.raises(courier.ClientClosedError):
         client.ping()
 
@@ -617,7 +617,7 @@ def test_close_before_any_call_is_fine(connect, server):
 def test_close_fails_calls_in_flight_with_client_closed_error(client, service):
     future = client.futures.block()
     assert service.blocker.entered.wait(5)
-    client.close()
+    courier.close(client)
     assert isinstance(future.exception(timeout=5), courier.ClientClosedError)
 
 
@@ -625,7 +625,7 @@ def test_a_future_keeps_its_otherwise_unreferenced_client_alive(server):
     future = courier.Client(server.address, token=TOKEN).futures.identity("still answered")
     gc.collect()  # the client is referenced by nothing but its future
     assert future.result(timeout=10) == "still answered"
-    future.courier_client.close()
+    courier.close(future.courier_client)
 
 
 class _EndedNodeResolver:
@@ -641,15 +641,15 @@ def test_a_call_through_a_resolver_that_fails_at_once_gets_its_error(wait_for_re
     for _ in range(20):  # the connection fails before or after the call is queued: both end
         with pytest.raises(ConnectionRefusedError, match="that node has ended"):
             client.anything()
-    client.close()
+    courier.close(client)
 
 
 def test_the_calls_travel_on_the_transport_of_this_run(client, courier_transport):
-    assert client.transport is None  # not connected yet
+    assert courier.transport_of(client) is None  # not connected yet
     assert client.ping() == "pong"
-    assert client.transport == courier_transport
+    assert courier.transport_of(client) == courier_transport
     assert client.futures.add(1, 2).result(timeout=10) == 3
-    assert client.transport == courier_transport
+    assert courier.transport_of(client) == courier_transport
 
 
 def test_an_unknown_transport_option_is_refused_at_construction():

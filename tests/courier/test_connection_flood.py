@@ -61,13 +61,13 @@ _CALLER = textwrap.dedent("""
     try:
         while True:
             try:
-                print(client.ping(), client.transport, flush=True)
+                print(client.ping(), courier.transport_of(client), flush=True)
                 break
             except courier.CourierError:
                 if time.monotonic() > deadline:
                     raise
     finally:
-        client.close()
+        courier.close(client)
 """)
 
 

@@ -76,11 +76,11 @@ def served():
     # (transport="auto": whatever transport a run forces for the rest, e.g. gRPC for all)
     client = courier.Client(server.address, token=TOKEN, connect_timeout=2, transport="auto")
     try:
-        assert client.keep(0) == 0 and client.transport == "in-process"
+        assert client.keep(0) == 0 and courier.transport_of(client) == "in-process"
         yield service, server, client
     finally:
         service.blocker.release.set()
-        client.close()
+        courier.close(client)
         server.stop()
 
 
@@ -164,11 +164,11 @@ def test_a_wrong_token_and_a_deadline_take_the_usual_way(served):
         thread, _ = timed.thread_and_context()
         assert thread != threading.get_ident()  # a server's thread: the deadline can end it
     finally:
-        timed.close()
+        courier.close(timed)
 
 
 def _call_after_the_fork(client, results) -> None:
-    results.put((client.keep(2), client.transport))
+    results.put((client.keep(2), courier.transport_of(client)))
 
 
 def test_a_client_forked_with_its_process_reaches_the_parents_server_not_its_copy(served):
@@ -190,7 +190,7 @@ def test_a_call_answered_with_a_future_holds_no_call_slot_while_it_waits():
     server.start()
     client = courier.Client(server.address, connect_timeout=2, transport="auto")
     try:
-        assert client.keep(0) == 0 and client.transport == "in-process"
+        assert client.keep(0) == 0 and courier.transport_of(client) == "in-process"
         results = []
         caller = threading.Thread(target=lambda: results.append(client.later()))
         caller.start()
@@ -200,5 +200,5 @@ def test_a_call_answered_with_a_future_holds_no_call_slot_while_it_waits():
         assert results == [7]
         assert server.metrics.snapshot()["later"].calls == 1
     finally:
-        client.close()
+        courier.close(client)
         server.stop()

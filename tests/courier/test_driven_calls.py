@@ -96,7 +96,7 @@ def test_close_fails_a_driven_call_in_flight_at_once(client, service):
     caller.start()
     try:
         assert service.blocker.entered.wait(5)
-        client.close()
+        courier.close(client)
         # Before the server's call returns (it blocks for 10 s): the caller stops waiting.
         assert isinstance(failed.result(timeout=5), courier.ClientClosedError)
     finally:

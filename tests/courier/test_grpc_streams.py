@@ -107,7 +107,7 @@ def test_streams_opened_while_python_is_busy_are_all_served(tmp_path, monkeypatc
             for stream in opened:
                 stream.finish()
             channel.close()
-            holder.close()
+            courier.close(holder)
 
 
 def test_a_method_other_than_the_stream_is_not_found():

@@ -33,7 +33,7 @@ def test_it_serves_this_host_and_refuses_grpc_at_once(serve, connect, service, m
     server = serve(service, token=TOKEN, local_only=True)
     assert connect(server, token=TOKEN).ping() == "pong"
     local = connect(server, token=TOKEN, transport="local")
-    assert local.ping() == "pong" and local.transport == "local"
+    assert local.ping() == "pong" and courier.transport_of(local) == "local"
     assert _refused(server.port)  # the port is held, not listened on: no gRPC, no records
     with pytest.raises(OSError) as taken:
         socket.create_server(("127.0.0.1", server.port)).close()
@@ -52,7 +52,7 @@ def test_it_serves_every_transport_when_the_environment_asks_for_another(
     monkeypatch.setenv(transport.ENV_TRANSPORT, mode)
     server = serve(service, token=TOKEN, local_only=True)
     client = connect(server, token=TOKEN)
-    assert client.ping() == "pong" and client.transport == mode
+    assert client.ping() == "pong" and courier.transport_of(client) == mode
 
 
 def test_without_a_socket_directory_it_serves_every_transport(serve, connect, service):
@@ -62,7 +62,7 @@ def test_without_a_socket_directory_it_serves_every_transport(serve, connect, se
         server = serve(service, token=TOKEN, local_only=True)
         client = connect(server, token=TOKEN, transport="local")
         # Every transport after all: gRPC, which hands over to the TCP port it offers.
-        assert client.ping() == "pong" and client.transport == "tcp"
+        assert client.ping() == "pong" and courier.transport_of(client) == "tcp"
     finally:
         os.chmod(directory, 0o700)
 
@@ -81,4 +81,4 @@ def test_a_client_that_dialed_before_the_server_started_reaches_it(serve, connec
         dialed.close()  # (reset: the port is left in no TIME_WAIT, free to hold)
     serve(service, token=TOKEN, port=port, local_only=True)
     assert answer.result(timeout=30) == "pong"
-    assert client.transport == "local"
+    assert courier.transport_of(client) == "local"

@@ -60,7 +60,8 @@ def test_a_socket_directory_open_to_others_is_not_used(serve, connect, service):
         assert local_sockets.socket_dir() is None
         client = connect(serve(service, token=TOKEN), token=TOKEN, transport="local")
         assert client.ping() == "pong"
-        assert client.transport == "tcp"  # the server made no socket there: its TCP port
+        # the server made no socket there: its TCP port
+        assert courier.transport_of(client) == "tcp"
     finally:
         os.chmod(directory, 0o700)
     assert local_sockets.socket_dir() == directory
@@ -122,9 +123,9 @@ def test_the_sweep_keeps_a_socket_bound_in_place_of_a_stale_one_while_it_looked(
 
 def _call_from_a_fork(address: str, results) -> None:
     client = courier.Client(address, token=TOKEN, transport="auto")  # (whatever the run forces)
-    results.put((client.ping(), client.transport, in_process.InProcessChannel.find(
+    results.put((client.ping(), courier.transport_of(client), in_process.InProcessChannel.find(
         address, None) is None))
-    client.close()
+    courier.close(client)
 
 
 def test_a_forked_child_reaches_its_parents_server_not_a_copy(serve, service):

@@ -41,7 +41,7 @@ def test_hundreds_of_open_streams_leave_the_server_a_few_threads(child):
     try:
         for i, client in enumerate(clients):
             assert client.identity(i) == i
-        assert clients[0].transport == "local"
+        assert courier.transport_of(clients[0]) == "local"
         # A thread per stream would be STREAMS threads and more.
         assert _threads_of(pid) < 40
         for i, client in enumerate(clients):  # every idle stream still answers
@@ -49,7 +49,7 @@ def test_hundreds_of_open_streams_leave_the_server_a_few_threads(child):
         assert _threads_of(pid) < 40
     finally:
         for client in clients:
-            client.close()
+            courier.close(client)
 
 
 def test_a_burst_of_new_streams_is_served_whole(child):
@@ -65,7 +65,7 @@ def test_a_burst_of_new_streams_is_served_whole(child):
         except Exception as e:  # noqa: BLE001 - the test names what failed
             answers[i] = e
         finally:
-            client.close()
+            courier.close(client)
 
     threads = [threading.Thread(target=call, args=(i,)) for i in range(STREAMS)]
     for thread in threads:
@@ -123,7 +123,7 @@ def test_a_peer_without_a_whole_hello_is_let_go_after_the_handshake_time(
     try:
         assert client.identity(1) == 1  # and it serves on
     finally:
-        client.close()
+        courier.close(client)
 
 
 def test_stopping_a_server_ends_its_stream_threads(serve, service):
@@ -141,7 +141,7 @@ def test_stopping_a_server_ends_its_stream_threads(serve, service):
         assert not [t.name for t in threads if t.is_alive()]
     finally:
         for client in clients:
-            client.close()
+            courier.close(client)
 
 
 def test_a_client_polls_for_the_reply_to_a_lone_call_only(serve, service, monkeypatch):
@@ -176,7 +176,7 @@ def test_a_client_polls_for_the_reply_to_a_lone_call_only(serve, service, monkey
         assert [future.result(10) for future in queued] == list(range(64))
         assert client.identity(64) == 64
     finally:
-        client.close()
+        courier.close(client)
     lone = [secs for calls, secs in polls if calls == 1]
     many = [secs for calls, secs in polls if calls > 1]
     assert lone and many, polls

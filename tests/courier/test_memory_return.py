@@ -86,7 +86,7 @@ def test_a_large_echo_leaves_neither_process_holding_its_size(collector_off):
             # The same connection still works, and small calls still go through shared memory.
             assert np.array_equal(client.identity(warm), warm)
         finally:
-            client.close()
+            courier.close(client)
 
 
 def _mib(sizes: dict[str, int]) -> dict[str, int]:

@@ -38,7 +38,7 @@ def served():
     server.start()
     client = courier.Client(server.address)
     yield service, server, client
-    client.close()
+    courier.close(client)
     server.stop()
 
 

@@ -54,7 +54,7 @@ class ContextReader:
 @pytest.mark.parametrize("name", ["_private", "__init__", "__class__", "__dict__"])
 def test_private_and_dunder_names_are_refused_by_the_server(client, name):
     with pytest.raises(courier.UnknownMethodError):
-        client.call(name)
+        courier.call(client, name)
 
 
 def test_method_returning_a_future_is_answered_when_it_completes(serve, connect):
@@ -274,7 +274,7 @@ def test_a_clients_last_large_message_is_not_kept_after_it_goes(serve, monkeypat
         for _ in range(3):
             client = courier.Client(server.address)
             assert len(client.echo(payload)) == len(payload)
-            client.close()
+            courier.close(client)
         deadline = time.monotonic() + 10
         while _large_buffers() and time.monotonic() < deadline:
             time.sleep(0.05)  # polls: the server's streams end with no event to wait on

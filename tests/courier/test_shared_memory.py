@@ -17,6 +17,7 @@ import textwrap
 import numpy as np
 import pytest
 
+from launchpad import courier
 from launchpad.courier import errors, memory_files, serialization, shared_memory, streams
 from launchpad.courier.serialization import Kind
 from tests.courier.children import child_server, memory_regions
@@ -205,7 +206,7 @@ def test_regions_are_given_back_when_client_and_server_stop(serve, connect, regi
     with concurrent.futures.ThreadPoolExecutor(4) as pool:  # several streams, several lanes
         list(pool.map(client.sum, [_array(LARGE, seed) for seed in range(8)]))
     assert memory_regions() > regions_before
-    client.close()
+    courier.close(client)
     server.stop()
     assert memory_regions() == regions_before
 
@@ -317,7 +318,7 @@ def test_another_process_on_this_host_shares_memory_both_ways(connect, regions_b
         assert client.zeros(1 << 20).sum() == 0.0
         assert memory_regions() == regions_before + 2  # our requests' region, the child's replies'
         assert memory_regions(pid) == 3  # the child's probe, and the same two regions
-        client.close()
+        courier.close(client)
 
 
 def test_a_process_with_the_switch_off_is_answered_inline(connect, regions_before):
@@ -328,7 +329,7 @@ def test_a_process_with_the_switch_off_is_answered_inline(connect, regions_befor
             assert np.array_equal(client.identity(array), array)
         assert memory_regions() == regions_before
         assert memory_regions(pid) == 0
-        client.close()
+        courier.close(client)
 
 
 def test_an_unreachable_server_still_fails_with_its_address(connect):
@@ -371,7 +372,7 @@ _SANDBOXED = textwrap.dedent("""
         array = np.arange(1 << 20, dtype=np.float32)
         for _ in range(2):
             assert np.array_equal(client.identity(array), array)
-        client.close()
+        courier.close(client)
     print("ok")
 """)
 

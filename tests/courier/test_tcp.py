@@ -67,7 +67,7 @@ def test_a_client_of_another_host_calls_over_its_tcp_port(other_host, connect):
         client = connect(f"{host.address}:{port}", token=TOKEN, transport="auto")
         array = np.arange(1 << 20, dtype=np.float32)  # 4 MiB, both ways
         np.testing.assert_array_equal(client.identity(array), array)
-        assert client.transport == "tcp"
+        assert courier.transport_of(client) == "tcp"
         futures = [client.futures.identity(i) for i in range(64)]
         assert [f.result(timeout=30) for f in futures] == list(range(64))
         assert client.pid() == pid
@@ -83,7 +83,7 @@ def test_a_port_that_cannot_be_reached_leaves_the_client_on_grpc(serve, connect,
     server._endpoints._grpc.tcp_port = portpicker.pick_unused_port()
     client = connect(server.address, token=TOKEN, transport="tcp")
     assert client.add(1, 2) == 3
-    assert client.transport == "grpc"
+    assert courier.transport_of(client) == "grpc"
 
 
 def test_a_tcp_stream_gets_no_shared_memory_lane(serve, service):

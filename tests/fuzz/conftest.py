@@ -98,13 +98,13 @@ class GoodCaller:
         transport it was made for."""
         assert not self.failures, f"the good caller failed: {self.failures[:3]!r}"
         assert self._client.ping() == "pong"
-        assert self._client.transport == {"auto": "in-process"}.get(self.transport,
+        assert courier.transport_of(self._client) == {"auto": "in-process"}.get(self.transport,
                                                                     self.transport)
 
     def close(self) -> None:
         self._stop.set()
         self._thread.join(30)
-        self._client.close()
+        courier.close(self._client)
 
 
 @pytest.fixture

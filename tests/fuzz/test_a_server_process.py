@@ -52,7 +52,7 @@ def _assert_answers(address: str) -> None:
     try:
         assert client.ping() == "pong"
     finally:
-        client.close()
+        courier.close(client)
 
 
 def test_a_length_that_lies_costs_the_server_no_memory(child):

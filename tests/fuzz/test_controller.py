@@ -97,7 +97,7 @@ def controller(tmp_path):
 def caller(controller):
     client = courier.Client(controller.address, token=controller.token, call_timeout=10.0)
     yield client
-    client.close()
+    courier.close(client)
 
 
 def _of_type(value, declared: type) -> bool:

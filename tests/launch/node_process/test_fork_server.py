@@ -30,7 +30,7 @@ if os.fork() == 0:
     with courier.Server(Echo(), token="t") as first, courier.Server(Echo(), token="t"):
         client = courier.Client(first.address, token="t")
         assert client.echo(b"x" * 100) == b"x" * 100
-        client.close()
+        courier.close(client)
     os.write(write, json.dumps(sorted(set(sys.modules) - before)).encode())
     os._exit(0)
 os.close(write)
