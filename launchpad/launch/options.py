@@ -91,8 +91,8 @@ OPTIONS: dict[str, Option] = {
     "local_resources": Option(
         (Mapping,), "a dict: group label -> lp.PythonProcess",
         doc="per-group settings for process launchers: group label -> "
-            "lp.PythonProcess(args=, env=, interpreter=); thread launchers only check the "
-            "labels."),
+            "lp.PythonProcess(args=, env=, interpreter=); None or [] is the defaults; "
+            "groups the program lacks are ignored (logged); thread launchers ignore them."),
     "terminal": Option(
         (str,), "one of " + ", ".join(terminals.TERMINALS),
         doc="where process launchers send node output: 'current_terminal' (default), "
@@ -240,11 +240,14 @@ def resolve(launcher: Launcher, programs: int, **given: Any) -> LaunchOptions:
 
 
 def check_program(program: Program, options: LaunchOptions) -> None:
-    """Refuses options that name groups `program` does not have."""
+    """Refuses `resources` that name groups `program` does not have. `local_resources` for
+    such groups are ignored, as Launchpad ignores them (code written for it passes one dict
+    to programs of other shapes), with one line in the log naming them."""
     unknown = sorted(set(options.local_resources) - set(program.groups))
     if unknown:
-        raise ValueError(f"local_resources names groups {unknown} that program "
-                         f"{program.name!r} does not have; its groups: {sorted(program.groups)}")
+        logging.warning("local_resources names groups %s that program %r does not have: "
+                        "ignored (its groups: %s)", unknown, program.name,
+                        sorted(program.groups))
     resources_lib.per_group(list(program.groups), program.name, options.resources)
 
 

@@ -37,6 +37,7 @@ class Handle(Dereferenceable):
     def __init__(self, node: "Node"):
         self._node: Node | None = node  # not pickled
         self._identity: tuple[str, str, int] | None = None  # set when pickled
+        node._track_handle(self)
 
     def _where(self) -> tuple[str, str, int]:
         """(program name, label, index) of the node."""
@@ -117,6 +118,9 @@ class Node(GraphNode):
         self.label = ""
         self.index = -1
         self.addresses: list[Address] = []
+        # Every handle made of this node, in order (Launchpad's; its tests and subclasses
+        # read it). Where the node runs it is empty: handles are the graph's, not the node's.
+        self._created_handles: list[Handle] = []
 
     def is_added(self) -> bool:
         return self.program is not None
@@ -218,8 +222,15 @@ class Node(GraphNode):
         """What runs the node: `node.function()` runs it (Launchpad's name)."""
         return self.run
 
+    def _track_handle(self, handle: Handle) -> Handle:
+        """Records `handle` as made of this node, once (Launchpad's hook, which its node
+        types call in `create_handle`; ours record every handle as it is made)."""
+        if not any(made is handle for made in self._created_handles):
+            self._created_handles.append(handle)
+        return handle
+
     def __getstate__(self) -> dict:
-        return {**self.__dict__, "program": None}
+        return {**self.__dict__, "program": None, "_created_handles": []}
 
     @abc.abstractmethod
     def create_handle(self) -> Handle:
@@ -314,6 +325,13 @@ def run_in_context(node: Node, node_context: context.NodeContext) -> BaseExcepti
     finally:
         context.leave(token)
     return None
+
+
+def registers_own_address(node: Node, node_type: type[Node]) -> bool:
+    """Whether `node` runs `node_type.run`, which registers the node's server address itself
+    once the server is up. A subclass's run() of its own - Launchpad's way: serve on the port
+    of `self._address.resolve()` - has the address registered before it runs, as any other."""
+    return type(node).run is node_type.run
 
 
 def name_of(function: Any) -> str:

@@ -98,7 +98,8 @@ class CourierNode(python.PyClassNode):
         super().__init__(constructor, *args, **kwargs)
         self._courier_kwargs = server_options(courier_kwargs)
         self._courier_client_kwargs = client_options(courier_client_kwargs)
-        self._address = Address("", registered_by_node=True)
+        self._address = Address(
+            "", registered_by_node=base.registers_own_address(self, CourierNode))
         self.allocate_address(self._address)
 
     @property
@@ -148,13 +149,15 @@ def serving(node: context.NodeContext, address: Address | None = None,
             **server_kwargs: Any) -> Iterator[Any]:
     """A started courier server of the running node, registered as its address before the
     node builds what it serves (so nodes may hold each other's handles); stopped on exit.
-    Outside any launch it binds the port `address` is bound to, and registers nothing."""
-    if address is not None and address.bound and "port" not in server_kwargs:
+    Outside any launch it binds the port `address` is bound to, and registers nothing; so
+    does it with an address registered already (a subclass's run() that called ours)."""
+    registered = address is not None and (address.bound or not address.registered_by_node)
+    if registered and "port" not in server_kwargs:
         server_kwargs["port"] = get_port_from_address(address.resolve())
     server = node.new_server(**server_kwargs)
     server.start()
     try:
-        if not node.standalone:
+        if not node.standalone and not registered:
             node.controller.register(node.label, node.index, "", node.endpoint(server.port))
         yield server
     finally:

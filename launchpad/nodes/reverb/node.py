@@ -114,7 +114,8 @@ class ReverbNode(base.Node):
         self._priority_tables_fn = priority_tables_fn
         self._checkpoint_ctor = checkpoint_ctor
         self._checkpoint_time_delta_minutes = checkpoint_time_delta_minutes
-        self._address = Address("", registered_by_node=True)
+        self._address = Address(
+            "", registered_by_node=base.registers_own_address(self, ReverbNode))
         self.allocate_address(self._address)
         self._server: Any = None  # the reverb.Server while the node runs (Launchpad's name)
 
@@ -139,11 +140,12 @@ class ReverbNode(base.Node):
         reverb = _import_reverb()
         with base.running_context() as node:
             checkpointer = self._checkpoint_ctor() if self._checkpoint_ctor else None
-            port = (get_port_from_address(self._address.resolve()) if self._address.bound
-                    else None)
+            # Bound outside a launch, or registered already (a subclass's run() calling ours).
+            registered = self._address.bound or not self._address.registered_by_node
+            port = get_port_from_address(self._address.resolve()) if registered else None
             self._server = server = self._start(reverb, port, checkpointer)
             try:
-                if not node.standalone:
+                if not node.standalone and not registered:
                     node.controller.register(self.label, self.index, "",
                                              node.endpoint(server.port))
                 self._serve(server, node.stop_event, checkpointer is not None)
