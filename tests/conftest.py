@@ -1,5 +1,6 @@
 """Fixtures of every test folder: checks that a test leaves no thread or process behind, and
-runs recorded where the user's own `launchpad ls` does not see them."""
+runs recorded where the user's own `launchpad ls` does not see them, node output files kept out
+of /tmp/launchpad_out."""
 
 import ctypes
 import os
@@ -31,6 +32,18 @@ def run_records_of_the_session(tmp_path_factory):
     os.environ.pop("LAUNCHPAD_RUN_DIR")
     if before is not None:
         os.environ["LAUNCHPAD_RUN_DIR"] = before
+
+
+@pytest.fixture(autouse=True, scope="session")
+def node_output_files_of_the_session(tmp_path_factory):
+    """terminal='output_to_files' writes in a folder of the session ($LAUNCHPAD_LOGGING_DIR),
+    not in /tmp/launchpad_out (a test that reads the files gives its own)."""
+    before = os.environ.get("LAUNCHPAD_LOGGING_DIR")
+    os.environ["LAUNCHPAD_LOGGING_DIR"] = str(tmp_path_factory.mktemp("launchpad_out"))
+    yield
+    os.environ.pop("LAUNCHPAD_LOGGING_DIR")
+    if before is not None:
+        os.environ["LAUNCHPAD_LOGGING_DIR"] = before
 
 
 @pytest.fixture

@@ -2,7 +2,8 @@
 
 NODE is `label/index`, or a label whose group has one node. The controller serves the log
 its launcher keeps of each node (the protocol's read_log: local_mp and Slurm keep one per
-node in the run folder; local_mt's nodes are threads writing to the launching process's own
+node in the run folder, or local_mp's terminal='output_to_files' the node's own file in
+$LAUNCHPAD_LOGGING_DIR; local_mt's nodes are threads writing to the launching process's own
 output, which the error says). `-f` follows the log until the node's run has ended and all
 it wrote is printed, or the program has ended; Ctrl+C ends it quietly.
 """

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import pathlib
 import re
-import shutil
 import subprocess
 import sys
 
@@ -136,7 +135,8 @@ def test_d4pg_runs_a_short_program_and_stops_cleanly(tmp_path, args):
     result = run_example("d4pg", [
         "--max_actor_steps=800", "--min_replay_size=200", "--batch_size=32",
         "--hidden_sizes=32,32", "--eval_every_secs=2", "--eval_episodes=1",
-        "--progress=plain", f"--output_dir={tmp_path}", *args], "local_mp", timeout=240)
+        "--progress=plain", f"--output_dir={tmp_path}", *args], "local_mp", timeout=240,
+        env={"LAUNCHPAD_LOGGING_DIR": str(tmp_path / "logs")})
     report = f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"
     assert result.returncode == 0, report
     assert "d4pg: the evaluator's return went from" in result.stdout, report
@@ -145,11 +145,12 @@ def test_d4pg_runs_a_short_program_and_stops_cleanly(tmp_path, args):
     assert len(curve) >= 2 and curve[-1]["actor_steps"] >= 800, curve
     assert curve[-1]["learner_steps"] > 0, curve
     assert (tmp_path / "curve.png").stat().st_size > 0
-    # The nodes' output went to files (the terminal showed progress), kept in the run folder.
+    # The nodes' output went to files (the terminal showed progress): <label>/<index> in the
+    # logging folder, as Launchpad's.
     log_dir = pathlib.Path(re.search(r"d4pg: node logs in (\S+)/", result.stdout)[1])
-    logs = {path.name: path.read_text() for path in log_dir.glob("*.log")}
-    shutil.rmtree(log_dir)
-    assert "limiter: actor_steps reached 800" in logs["limiter.0.log"], logs
+    assert log_dir == tmp_path / "logs", report
+    logs = {f"{path.parent.name}/{path.name}": path.read_text() for path in log_dir.glob("*/*")}
+    assert "limiter: actor_steps reached 800" in logs["limiter/0"], logs
     assert not any("cpu_feature_guard" in log for log in logs.values()), logs  # quiet TF
 
 

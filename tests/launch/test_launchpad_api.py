@@ -9,7 +9,6 @@ import inspect
 import logging
 import pathlib
 import sys
-import tempfile
 
 import pytest
 from absl import flags
@@ -92,15 +91,14 @@ def _raise_during_stop():
 
 
 def _run_with_logs(launch_mp_local, monkeypatch, tmp_path, program, **kwargs) -> str:
-    monkeypatch.setenv("TMPDIR", str(tmp_path))
-    monkeypatch.setattr(tempfile, "tempdir", None)  # re-read TMPDIR
+    monkeypatch.setenv("LAUNCHPAD_LOGGING_DIR", str(tmp_path))
     controller = launch_mp_local(program, terminal="output_to_files", **kwargs)
     controller.stop()
     try:
         controller.wait(TIMEOUT)
     except lp.NodeFailedError:
         pass
-    (log,) = pathlib.Path(tmp_path).glob("launchpad-runs-*/*/*.log")
+    (log,) = pathlib.Path(tmp_path).glob("*/0")  # <label>/<index>
     return log.read_text()
 
 

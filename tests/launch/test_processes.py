@@ -1,13 +1,12 @@
 """What only process launchers do: exit codes and signals, killing, orphans, Ctrl+C,
-per-group process settings, terminals. A node's process that exits, is killed, ignores the stop
-or outlives its killed launcher is tested under local_mp, slurm and ray (tests/FAULTS.md)."""
+per-group process settings, terminals (output_to_files: test_output_to_files.py). A node's
+process that exits, is killed, ignores the stop or outlives its killed launcher is tested
+under local_mp, slurm and ray (tests/FAULTS.md)."""
 
 import os
-import pathlib
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
@@ -281,22 +280,6 @@ def test_current_terminal_prefixes_each_line_with_the_node(launch_mp, capsys):
     assert launch_mp(program, terminal="current_terminal").wait(TIMEOUT)
     out = capsys.readouterr().out
     assert "[speaker/0] hello\n[speaker/0] world\n" in out
-
-
-def test_output_to_files_writes_one_log_per_node(launch_mp, capsys, monkeypatch, tmp_path):
-    monkeypatch.setenv("TMPDIR", str(tmp_path))
-    monkeypatch.setenv("LAUNCHPAD_LAUNCH_LOCAL_TERMINAL", "output_to_files")
-    program = lp.Program("logged")
-    with program.group("speaker"):
-        program.add_node(lp.PyNode(_say, "first"))
-        program.add_node(lp.PyNode(_say, "second"))
-    monkeypatch.setattr(tempfile, "tempdir", None)  # re-read TMPDIR
-    assert launch_mp(program).wait(TIMEOUT)
-    run_dir = pathlib.Path(capsys.readouterr().err.split("goes to ")[1].split()[0])
-    assert run_dir.is_relative_to(tmp_path)
-    assert (run_dir / "speaker.0.log").read_text() == "first\n"
-    assert (run_dir / "speaker.1.log").read_text() == "second\n"
-    assert sorted(p.name for p in run_dir.iterdir()) == ["speaker.0.log", "speaker.1.log"]
 
 
 def _tmux(*args):

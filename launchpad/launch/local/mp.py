@@ -40,7 +40,7 @@ def _clean_up(output: NodeOutput, spawner: fork_server.ForkServer) -> None:
     spawner.close()
     run_dir = output.run_dir
     for name in os.listdir(run_dir):
-        if name.endswith(".spec") or (name.endswith(".log") and output.log_dir is None):
+        if name.endswith((".spec", ".log")):  # (output_to_files' files are elsewhere)
             os.unlink(os.path.join(run_dir, name))
     if not os.listdir(run_dir):
         shutil.rmtree(run_dir, ignore_errors=True)
@@ -60,10 +60,16 @@ class ProcessesLauncher(Launcher):
         run_dir = make_run_dir(program.name)
         # current_terminal copies each node's output to its log too, so that `launchpad
         # logs` can read it while the program runs; the copies go with the program (the
-        # terminal showed them), the logs of output_to_files stay.
-        term = terminals.make(options.terminal, program.name, run_dir, keep_logs=True)
-        kept = options.terminal == terminals.OUTPUT_TO_FILES
-        return NodeOutput(run_dir, term, run_dir if kept else None)
+        # terminal showed them). output_to_files writes where Launchpad's did (its logging
+        # folder, output_files.py), and its files stay.
+        try:
+            term = terminals.make(options.terminal, program.name, run_dir, keep_logs=True,
+                                  nodes=[node.name for node in program.get_all_nodes()])
+        except BaseException:
+            shutil.rmtree(run_dir, ignore_errors=True)  # (nothing in it yet)
+            raise
+        kept = term.folder if isinstance(term, terminals.FilesTerminal) else None
+        return NodeOutput(run_dir, term, kept)
 
     def launch(self, program: Program, controller: Controller,
                options: LaunchOptions) -> None:

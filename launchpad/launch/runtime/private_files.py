@@ -7,15 +7,35 @@ checked, not trusted: every folder on the way to it must be owned by root or thi
 when others may write to it, sticky (as /tmp is, so nobody can rename what is ours); the
 per-user folder must be ours, not a symlink, and closed to others (0700). A file is read only
 if it is a regular file of ours that others cannot write, opened without following symlinks.
+
+The same checks guard other folders of ours in shared places (the nodes' output files of
+terminal='output_to_files', output_files.py): a `Use` says, in a refusal, what the folder is
+for and how to do without it.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import errno
 import os
 import stat
 import tempfile
 
 from launchpad.launch.runtime.errors import UnsafePathError
+
+
+@dataclasses.dataclass(frozen=True)
+class Use:
+    """What a checked folder is for, as its refusal says: what cannot be done under it
+    (`doing`), and how the user does without it (`fix`)."""
+
+    doing: str
+    fix: str
+
+
+RUN_FILES = Use("keep or read the launch's private files",
+                "set TMPDIR (for run records: LAUNCHPAD_RUN_DIR) to a folder only you can "
+                "write to")
 
 
 def make_private_dir(prefix: str, parent: str | None = None) -> str:
@@ -40,47 +60,69 @@ def make_private_dir(prefix: str, parent: str | None = None) -> str:
     return tempfile.mkdtemp(prefix=prefix, dir=base)  # 0700, a fresh name
 
 
-def check_private_dir(path: str) -> None:
+def check_private_dir(path: str, use: Use = RUN_FILES) -> None:
     """Checks, before anything in it is read, that `path` is a folder of this user that no
     one else can write to, below folders that are safe (see the module doc).
 
     Raises:
       FileNotFoundError: there is no such folder.
-      UnsafePathError: another user could have put or replaced what is in it (named).
+      UnsafePathError: another user could have put or replaced what is in it (named, with
+        what is wrong and, from `use`, what to do).
     """
-    _check_ancestors(os.path.dirname(os.path.realpath(path)))
-    _check_own_dir(path, 0o022, "other users may write to it")
+    _check_ancestors(os.path.dirname(os.path.realpath(path)), use)
+    _check_own_dir(path, 0o022, "other users may write to it", use)
 
 
-def _check_own_dir(path: str, closed: int, why: str) -> None:
+def make_own_dir(path: str, use: Use) -> None:
+    """Makes folder `path` (0700, as any missing folder above it) unless it is there, then
+    checks it as check_private_dir does: a folder of this user in a shared place (/tmp), which
+    another user may have made first, or replaced by a symlink.
+
+    Raises:
+      UnsafePathError: it, or a folder above it, is not safe (named, with what to do).
+    """
+    missing = []
+    parent = path
+    while not os.path.lexists(parent):  # (os.makedirs gives those above it the umask's mode)
+        missing.append(parent)
+        parent = os.path.dirname(parent)
+    for folder in reversed(missing):
+        try:
+            os.mkdir(folder, 0o700)
+        except FileExistsError:
+            pass  # made meanwhile: checked below like any other
+    check_private_dir(path, use)
+
+
+def _check_own_dir(path: str, closed: int, why: str, use: Use = RUN_FILES) -> None:
     """`path` is a real folder (not a symlink) of this user, without the mode bits `closed`."""
     info = os.lstat(path)
     if not stat.S_ISDIR(info.st_mode):
-        _refuse(path, "it is not a folder (a symlink, or a file)")
+        _refuse(path, "it is not a folder (a symlink, or a file)", use)
     if info.st_uid != os.geteuid():
-        _refuse(path, f"it belongs to uid {info.st_uid}, not to this user ({os.geteuid()})")
+        _refuse(path, f"it belongs to uid {info.st_uid}, not to this user ({os.geteuid()})",
+                use)
     if info.st_mode & closed:
-        _refuse(path, f"{why} (mode {stat.S_IMODE(info.st_mode):o}, expected 700)")
+        _refuse(path, f"{why} (mode {stat.S_IMODE(info.st_mode):o}, expected 700)", use)
 
 
-def _check_ancestors(path: str) -> None:
+def _check_ancestors(path: str, use: Use = RUN_FILES) -> None:
     """Every folder from `/` to `path` is safe to keep private files below (see module doc)."""
     current = os.sep
     for part in [p for p in path.split(os.sep) if p]:
         current = os.path.join(current, part)
         info = os.lstat(current)
         if info.st_uid not in (0, os.geteuid()):
-            _refuse(current, f"it belongs to uid {info.st_uid}, who could rename what is in it")
+            _refuse(current, f"it belongs to uid {info.st_uid}, who could rename what is in it",
+                    use)
         if info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX:
             _refuse(current, f"other users may write to it and it is not sticky (mode "
-                             f"{stat.S_IMODE(info.st_mode):o})")
+                             f"{stat.S_IMODE(info.st_mode):o})", use)
 
 
-def _refuse(path: str, why: str) -> None:
-    raise UnsafePathError(
-        f"Cannot keep or read the launch's private files under {path}: {why}. Remove it if "
-        "it is yours to remove, or set TMPDIR (for run records: LAUNCHPAD_RUN_DIR) to a "
-        "folder only you can write to")
+def _refuse(path: str, why: str, use: Use = RUN_FILES) -> None:
+    raise UnsafePathError(f"Cannot {use.doing} under {path}: {why}. Remove it if it is yours "
+                          f"to remove, or {use.fix}")
 
 
 def write_private(path: str, data: bytes) -> None:
@@ -88,6 +130,42 @@ def write_private(path: str, data: bytes) -> None:
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
     with open(os.open(path, flags, 0o600), "wb") as f:
         f.write(data)
+
+
+def append_private(path: str, use: Use = RUN_FILES) -> int:
+    """A descriptor (close-on-exec) that appends to the file at `path`, made 0600 if missing:
+    opened without following a symlink, and kept only if it is a regular file of this user
+    that no one else can write (a file another user planted is refused, not written to).
+
+    Raises:
+      UnsafePathError: a symlink, not a regular file, another user's, or writable by others
+        (named, with what to do).
+    """
+    flags = (os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+             | os.O_NONBLOCK)  # (a FIFO found there must not hold the launch up)
+    try:
+        fd = os.open(path, flags, 0o600)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            _refuse(path, "it is a symbolic link", use)
+        if e.errno == errno.ENXIO:
+            _refuse(path, "it is not a regular file (a FIFO)", use)
+        raise
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            _refuse(path, "it is not a regular file", use)
+        if info.st_uid != os.geteuid():
+            _refuse(path, f"it belongs to uid {info.st_uid}, not to this user "
+                          f"({os.geteuid()})", use)
+        if info.st_mode & 0o022:
+            _refuse(path, f"other users may write to it (mode {stat.S_IMODE(info.st_mode):o},"
+                          " expected 600)", use)
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def read_private(path: str, owners: tuple[int, ...] | None = None) -> bytes:

@@ -3,8 +3,11 @@
     current_terminal  every line of every node on the launcher's stdout, prefixed with the
                       node's [label/index] (coloured when stdout is a terminal), and copied to
                       the node's log in the run folder (`launchpad logs` reads it); the default
-    output_to_files   one log per node (label.index.log) in the launch's run folder, whose
-                      path is printed at launch
+    output_to_files   one file per node, where Launchpad's was: <dir>/<label>/<index>, dir
+                      being $LAUNCHPAD_LOGGING_DIR, else /tmp/launchpad_out (output_files.py:
+                      emptied at launch, appended to on a restart, checked since /tmp is
+                      shared); a cluster launch keeps them in its run folder instead
+                      (<label>.<index>.log), on the filesystem its hosts share
     tmux_session      a tmux session with one window per node: its output, and its input (for
                       a debugger); the session stays open after the program ends for reading
 
@@ -29,9 +32,12 @@ import shutil
 import subprocess
 import sys
 import threading
+from collections.abc import Sequence
 from typing import TextIO
 
 from absl import logging
+
+from launchpad.launch.runtime import output_files, private_files
 
 Stdio = tuple[int, int, int]
 
@@ -109,11 +115,19 @@ class NodeOutput:
     log_dir: str | None
 
 
-def make(terminal: str, program_name: str, run_dir: str, keep_logs: bool = False) -> Terminal:
+def make(terminal: str, program_name: str, run_dir: str, keep_logs: bool = False,
+         nodes: Sequence[str] | None = None) -> Terminal:
     """The terminal; with `keep_logs`, current_terminal also keeps each node's log in the run
-    folder (as cluster launches do: the nodes' own hosts keep nothing)."""
+    folder (as cluster launches do: the nodes' own hosts keep nothing). output_to_files
+    writes the files of `nodes` (their names) in Launchpad's place, made ready now; without
+    `nodes` (a cluster launch) in the run folder, which every host of the launch shares.
+
+    Raises:
+      UnsafePathError: output_to_files' folder or a node's file is not safe (named).
+      ValueError: output_to_files cannot make a folder of a group's label.
+    """
     if terminal == OUTPUT_TO_FILES:
-        return FilesTerminal(program_name, run_dir)
+        return FilesTerminal(program_name, run_dir, nodes)
     if terminal == TMUX_SESSION:
         return TmuxTerminal(program_name, run_dir)
     return CurrentTerminal(sys.stdout, run_dir if keep_logs else None)
@@ -268,21 +282,35 @@ class _LinePump:
 
 
 class FilesTerminal(Terminal):
-    """Appends each node's output to `<run_dir>/<label>.<index>.log`."""
+    """Writes each node's output to a file of its own, which a restart appends to: with
+    `nodes`, Launchpad's `<logging dir>/<label>/<index>` (output_files.py), made ready at
+    construction; without, `<run_dir>/<label>.<index>.log` (a cluster launch's run folder).
+    `folder` is where they are, and stay after the program ends."""
 
-    def __init__(self, program_name: str, run_dir: str):
-        self._run_dir = run_dir
-        say(f"output of the nodes of {program_name!r} goes to {run_dir}/")
+    def __init__(self, program_name: str, run_dir: str, nodes: Sequence[str] | None = None):
+        if nodes is None:
+            self.folder = run_dir
+            self._use = private_files.RUN_FILES
+            say(f"output of the nodes of {program_name!r} goes to {run_dir}/")
+        else:
+            self.folder = output_files.prepare(nodes)
+            self._use = output_files.USE
+            say(f"Logs are being output to: {self.folder}. The logging directory can be "
+                f"customized by setting the {output_files.LOGGING_DIR_VARIABLE} environment "
+                f"variable.")
+        self._launchpads = nodes is not None
 
     def open(self, name: str) -> tuple[Stdio, bool]:
-        log = os.open(log_path(self._run_dir, name), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        log = private_files.append_private(self.log_of(name), self._use)
         return (os.open(os.devnull, os.O_RDONLY), log, log), True
 
     def close(self) -> None:
-        """The logs stay in the run folder."""
+        """The files stay."""
 
     def log_of(self, name: str) -> str:
-        return log_path(self._run_dir, name)
+        if self._launchpads:
+            return output_files.path_of(self.folder, name)
+        return log_path(self.folder, name)
 
 
 class TmuxTerminal(Terminal):

@@ -20,10 +20,12 @@ ARGS = [sys.executable, "-m", "tests.launch.local.status_program", "--lp_status"
 ENV = {**os.environ, "COLUMNS": "100", "TERM": "xterm", "PYTHONUNBUFFERED": "1"}
 
 
-def _run_in_a_terminal(launch_type: str) -> str:
-    """Runs the program with its output on a pseudo-terminal; all it wrote there."""
+def _run_in_a_terminal(launch_type: str, logs: str) -> str:
+    """Runs the program with its output on a pseudo-terminal (node output files in `logs`);
+    all it wrote there."""
     main, follower = pty.openpty()
-    process = subprocess.Popen([*ARGS, f"--lp_launch_type={launch_type}"], cwd=ROOT, env=ENV,
+    process = subprocess.Popen([*ARGS, f"--lp_launch_type={launch_type}"], cwd=ROOT,
+                               env={**ENV, "LAUNCHPAD_LOGGING_DIR": logs},
                                stdin=follower, stdout=follower, stderr=follower)
     os.close(follower)
     chunks: list[bytes] = []
@@ -52,8 +54,8 @@ def _run_in_a_terminal(launch_type: str) -> str:
 
 
 @pytest.mark.parametrize("launch_type", ["local_mt", "local_mp"])
-def test_a_terminal_shows_the_nodes_live_with_their_calls(launch_type):
-    output = _run_in_a_terminal(launch_type)
+def test_a_terminal_shows_the_nodes_live_with_their_calls(launch_type, tmp_path):
+    output = _run_in_a_terminal(launch_type, str(tmp_path))
     assert "live (" in output and "node" in output and "calls/s" in output
     assert "echo/0" in output and "caller/0" in output
     assert "running" in output and "stopped" in output  # redrawn as the program went on
@@ -62,6 +64,7 @@ def test_a_terminal_shows_the_nodes_live_with_their_calls(launch_type):
         assert "caller is done" in output  # a node's print shows above the table
     else:
         assert "logs: " in output  # under local_mp node output goes to files, named
+        assert (tmp_path / "caller" / "0").read_text() == "caller is done\n"
 
 
 def test_output_that_is_not_a_terminal_gets_no_table():
