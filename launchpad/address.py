@@ -95,6 +95,12 @@ class Address:
                             f"{address_builder!r}")
         self._address_builder = address_builder
 
+    def unbind(self) -> None:
+        """Forgets the address builder: a launch resolves the address through its program's
+        controller, whatever it was bound to before (Launchpad's launchers bound every
+        address anew; Mava's tests bind a node's, then launch it)."""
+        self._address_builder = None
+
     @property
     def bound(self) -> bool:
         """Whether an address builder decides what it resolves to (see `bind`)."""

@@ -14,15 +14,15 @@ interpreter exits) or a `WorkerManager`'s (launch/worker_manager.py). Courier se
 clients made in one use the process's token (`process_token()`), so only this process, or
 processes given the same `LAUNCHPAD_COURIER_TOKEN`, can call them.
 
-Launchpad's names for the launch a node belongs to live here too, where Launchpad had them:
-`LaunchType`, `is_local_launch`, `is_local_launch_or_test` and `get_context()`.
+Launchpad's names for the launch a node belongs to are here too, where Launchpad had them:
+`LaunchType`, `is_local_launch`, `is_local_launch_or_test`, `LaunchContext`, `set_context`
+(launch_context.py) and `get_context()`.
 """
 
 from __future__ import annotations
 
 import contextvars
 import dataclasses
-import enum
 import os
 import secrets
 import threading
@@ -35,36 +35,14 @@ from absl import logging
 from launchpad import control, courier
 from launchpad.courier import TLS
 from launchpad.errors import NoContextError
-
-
-class LaunchType(str, enum.Enum):
-    """Where a program's nodes run (`lp.launch(launch_type=...)`, `--lp_launch_type`)."""
-
-    LOCAL_MULTI_THREADING = "local_mt"
-    LOCAL_MULTI_PROCESSING = "local_mp"
-    TEST_MULTI_THREADING = "test_mt"
-    TEST_MULTI_PROCESSING = "test_mp"
-    SLURM = "slurm"
-    RAY = "ray"
-    KUBERNETES = "kubernetes"
-    # Launchpad's, for XManager: named so that code testing for them runs; launching with
-    # them is refused with the launch type to use instead (launch/launch.py).
-    LOCAL_DOCKER = "local_docker"
-    VERTEX_AI = "vertex_ai"
-
-
-_LOCAL = (LaunchType.LOCAL_MULTI_THREADING, LaunchType.LOCAL_MULTI_PROCESSING)
-_TEST = (LaunchType.TEST_MULTI_THREADING, LaunchType.TEST_MULTI_PROCESSING)
-
-
-def is_local_launch(launch_type: LaunchType | str) -> bool:
-    """Whether `launch_type` (a LaunchType or its value) is local_mt or local_mp."""
-    return LaunchType(launch_type) in _LOCAL
-
-
-def is_local_launch_or_test(launch_type: LaunchType | str) -> bool:
-    """Whether `launch_type` is local_mt, local_mp, test_mt or test_mp."""
-    return LaunchType(launch_type) in _LOCAL + _TEST
+from launchpad.launch_context import (  # noqa: F401 - Launchpad's names, at its path
+    LaunchContext,
+    LaunchType,
+    given_to_this_thread,
+    is_local_launch,
+    is_local_launch_or_test,
+    set_context,
+)
 
 
 class ProcessStarter(Protocol):
@@ -111,6 +89,9 @@ class NodeContext:
     # The node's saved states (launch/runtime/state_store.NodeState), when its group keeps
     # state (lp.StatePolicy); None otherwise.
     state: Any = None
+    # Launchpad's launch config of the node: its group's local_resources entry under a
+    # process launch type, else None (set as the node runs, from its launch context).
+    launch_config: Any = None
 
     @property
     def standalone(self) -> bool:
@@ -329,52 +310,21 @@ def current_or_outside() -> NodeContext:
     return current_or_none() or outside()
 
 
-class LaunchContext:
-    """Launchpad's description of a node's launch (`launchpad.context.get_context()`): its
-    launch type, its launch config and a callable that stops its program."""
-
-    def __init__(self):
-        self._initialized = False
-        self._launch_type: LaunchType | None = None
-        self._launch_config: Any = None
-        self._program_stopper: Callable[[], None] | None = None
-
-    def initialize(self, launch_type: LaunchType | str, launch_config: Any,
-                   program_stopper: Callable[[], None] | None = None) -> None:
-        self._launch_type = LaunchType(launch_type)
-        self._launch_config = launch_config
-        self._program_stopper = program_stopper
-        self._initialized = True
-
-    def _checked(self, value: Any) -> Any:
-        if not self._initialized:
-            raise RuntimeError("Launch context is not yet initialized: it is made when a "
-                               "node of a launched program runs")
-        return value
-
-    @property
-    def launch_type(self) -> LaunchType:
-        return self._checked(self._launch_type)
-
-    @property
-    def launch_config(self) -> Any:
-        return self._checked(self._launch_config)
-
-    @property
-    def program_stopper(self) -> Callable[[], None]:
-        return self._checked(self._program_stopper)
-
-
 def get_context() -> LaunchContext:
-    """The launch of the node this code runs in (Launchpad's `context.get_context()`).
+    """The launch of the node this code runs in (Launchpad's `context.get_context()`), or
+    what `set_context` gave this thread.
 
     Raises:
       NoContextError: outside any node of a launched program.
     """
+    given = given_to_this_thread()
+    if given is not None:
+        return given
     node_context = current()
     if node_context.standalone:
         raise NoContextError("launchpad.context.get_context() works in a node of a launched "
                              "program; this code runs outside any")
     launch = LaunchContext()
-    launch.initialize(node_context.launch_type, None, node_context.request_stop)
+    launch.initialize(node_context.launch_type, node_context.launch_config,
+                      node_context.request_stop)
     return launch

@@ -85,6 +85,8 @@ def launch(programs: Program | Sequence[Program],
     for program in checked:
         launch_options.check_program(program, options)
         launcher.validate(program, options)
+        if not options.dry_run:
+            _prepare(program, launcher, options)
     if options.dry_run:
         started = [DryRun(p, launcher.name, launcher.plan(p, options)).say() for p in checked]
     elif options.detach:  # the controller runs in the cluster; so does the program
@@ -105,6 +107,23 @@ def _check_program(program: Any) -> Program:
         raise ValueError(f"Program {program.name!r} is already running; stop it (and wait) "
                          "before launching it again")
     return program
+
+
+def _prepare(program: Program, launcher: Launcher, options: LaunchOptions) -> None:
+    """What Launchpad's launchers did to every node first, for code that relies on it: its
+    launch context set (the launch type; its group's `local_resources` entry under a process
+    launch type), its input handles told of it (`Handle.connect`), and its addresses bound
+    anew - one bound before (Mava's tests bind a node's, then launch it) resolves through
+    the program's controller."""
+    processes = launcher.process_fields is not None
+    for label, nodes in program.groups.items():
+        config = options.local_resources.get(label) if processes else None
+        for node in nodes:
+            node._initialize_context(launcher.name, config)
+            for handle in node.input_handles:
+                handle.connect(node, label)
+            for address in node.addresses:
+                address.unbind()
 
 
 def _start(program: Program, launcher: Launcher, options: LaunchOptions,

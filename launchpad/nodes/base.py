@@ -16,7 +16,7 @@ from typing import Any
 
 import portpicker
 
-from launchpad import context
+from launchpad import context, stopping
 from launchpad.address import Address
 from launchpad.errors import NoContextError
 from launchpad.nodes import thread_interrupt
@@ -81,6 +81,14 @@ class Handle(Dereferenceable):
     def dereference(self) -> Any:
         """Returns a client of the node in the running program."""
 
+    def connect(self, node: "Node", label: str) -> None:
+        """Told, at launch, of the node that holds it (Launchpad's hook for handle types that
+        configure themselves for their holder); ours need nothing."""
+
+    def transform(self, executables: Any) -> Any:
+        """Launchpad's hook over its launchers' executables; ours have none to change."""
+        return executables
+
     def _program_context(self) -> context.NodeContext:
         """The running program's context as seen from here (a node, or the launcher)."""
         found = context.current_or_none()
@@ -121,6 +129,31 @@ class Node(GraphNode):
         # Every handle made of this node, in order (Launchpad's; its tests and subclasses
         # read it). Where the node runs it is empty: handles are the graph's, not the node's.
         self._created_handles: list[Handle] = []
+        self._launch_context = context.LaunchContext()  # set at launch (Launchpad's)
+
+    @property
+    def launch_context(self) -> context.LaunchContext:
+        """The node's launch type and launch config, once launched (Launchpad's)."""
+        return self._launch_context
+
+    def _initialize_context(self, launch_type: context.LaunchType | str,
+                            launch_config: Any) -> None:
+        """Sets the node's launch context: `lp.launch` calls it for every node, as
+        Launchpad's launchers did (and custom launchers built on them do)."""
+        self._launch_context.initialize(launch_type, launch_config,
+                                        stopping.make_program_stopper(launch_type))
+
+    def bind_addresses(self, **kwargs: Any) -> None:
+        """Launchpad's hook by which its launchers bound a node's addresses; ours register
+        them with the program's controller as the node runs, so it does nothing."""
+        del kwargs
+
+    @staticmethod
+    def to_executables(nodes: Any, label: str, launch_context: Any) -> Any:
+        """Launchpad's launchers turned nodes into executables; ours run `node.run()`."""
+        raise NotImplementedError(
+            f"launchpad's launchers run node.run() where a node is placed, not executables "
+            f"(group {label!r}); a node type written for Launchpad's launchers needs a run()")
 
     def is_added(self) -> bool:
         return self.program is not None
@@ -311,6 +344,8 @@ def run_in_context(node: Node, node_context: context.NodeContext) -> BaseExcepti
     First every address the node allocated (but those its servers register themselves) gets
     a free port of this host, registered with the program's controller, so that
     `Address.resolve()` works anywhere in the program once the node's code runs."""
+    if node.launch_context.initialized:
+        node_context.launch_config = node.launch_context.launch_config
     token = context.enter(node_context)
     try:
         if not node_context.standalone:

@@ -58,6 +58,11 @@ class Deferred(Dereferenceable):
     def inner_placeholders(self) -> list[Dereferenceable]:
         return placeholders_in((self._args, self._kwargs))
 
+    def _apply_to_args(self, fn: Callable[[Any], Any]) -> Any:
+        """`(args, kwargs)` with `fn(x)` for each placeholder x in them (Launchpad's, which
+        code walking a Deferred's handles calls; Launchpad's applied `fn` to every leaf)."""
+        return _rebuild((self._args, self._kwargs), fn)
+
     def dereference(self) -> Any:
         with self._lock:
             if not self._built:

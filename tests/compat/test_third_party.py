@@ -161,3 +161,32 @@ def test_our_nodes_register_their_own_server_address(node_type):
     node = node_type(_Learner) if node_type is lp.CourierNode else node_type(_replay_tables)
     assert node._address.registered_by_node
     assert not _CallsOurRun(_Learner)._address.registered_by_node
+
+
+def test_an_address_bound_before_the_launch_resolves_through_the_launch(launch, box):
+    from launchpad.launch.test_multi_threading import address_builder
+    results = box()
+    program = lp.Program("p")
+    learner_node = lp.CourierNode(_Learner)
+    learner = program.add_node(learner_node, label="learner")
+    address_builder.bind_addresses([learner_node])  # Mava's integration tests, then launch
+    program.add_node(lp.PyNode(_ask, learner, results), label="asker")
+    launch(program)
+    assert results.get() == 1
+    assert learner.dereference().step() == 1
+    assert not learner_node.courier_address.bound
+
+
+def _report_launch_config(box) -> None:
+    config = lp.context.get_context().launch_config
+    box.put(None if config is None else config.env)
+
+
+def test_a_nodes_launch_config_is_its_groups_local_resources_entry_under_processes(
+        launch, box):
+    results = box()
+    program = lp.Program("p")
+    program.add_node(lp.PyNode(_report_launch_config, results), label="configured")
+    launch(program, local_resources={"configured": lp.PythonProcess(env={"SEEN": "1"})})
+    processes = launch.launch_type.endswith("_mp")  # as Launchpad: None under threads
+    assert results.get() == ({"SEEN": "1"} if processes else None)

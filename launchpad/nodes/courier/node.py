@@ -66,18 +66,18 @@ class CourierHandle(base.Handle):
     def __init__(self, node: base.Node, client_kwargs: dict):
         super().__init__(node)
         self._address: Address | None = getattr(node, "courier_address", None)
-        self._client_kwargs = client_kwargs
+        self._kwargs = client_kwargs  # (Launchpad's name)
 
     def set_client_kwargs(self, **kwargs: Any) -> None:
         """Replaces the options of the clients this handle gives (Launchpad's)."""
-        self._client_kwargs = client_options(kwargs)
+        self._kwargs = client_options(kwargs)
 
     def dereference(self) -> courier.Client:
         if self._address is not None and self._address.bound:  # outside any launch
             return courier.Client(self._address.resolve(), token=context.process_token(),
-                                  **self._client_kwargs)
+                                  **self._kwargs)
         program = self._program_context()
-        return program.client_of(self._label, self._index, **self._client_kwargs)
+        return program.client_of(self._label, self._index, **self._kwargs)
 
 
 class CourierNode(python.PyClassNode):
@@ -101,6 +101,7 @@ class CourierNode(python.PyClassNode):
         self._address = Address(
             "", registered_by_node=base.registers_own_address(self, CourierNode))
         self.allocate_address(self._address)
+        self._server: Any = None  # the node's server while it runs (Launchpad's name)
 
     @property
     def courier_address(self) -> Address:
@@ -115,6 +116,7 @@ class CourierNode(python.PyClassNode):
         remote = self._courier_client_kwargs.get("transport") in ("grpc", "tcp")
         with base.running_context() as node, serving(node, self._address, remote_clients=remote,
                                                      **self._courier_kwargs) as server:
+            self._server = server
             try:
                 instance = self._construct_instance()
                 # Looked up on the type: an object that makes methods up on demand (a proxy,
@@ -128,7 +130,10 @@ class CourierNode(python.PyClassNode):
                                  else node.state.guarded(instance))
                 run_or_wait(instance.run if self.runs_object(instance) else None, node)
             finally:
-                self._instance = None
+                self._instance = self._server = None
+
+    def __getstate__(self) -> dict:
+        return {**super().__getstate__(), "_server": None}
 
 
 class _NoMethods:

@@ -68,6 +68,10 @@ class PyClassNode(PyNode):
         self._args = args
         self._kwargs = kwargs
 
+    def _collect_input_handles(self) -> None:
+        """Launchpad's, called after its arguments change; ours finds a node's input handles
+        in its arguments when asked (`input_handles`), so there is nothing to collect."""
+
     def disable_run(self) -> None:
         """Do not call the object's `run()`."""
         self._should_run = False
