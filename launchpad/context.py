@@ -16,7 +16,7 @@ processes given the same `LAUNCHPAD_COURIER_TOKEN`, can call them.
 
 Launchpad's names for the launch a node belongs to are here too, where Launchpad had them:
 `LaunchType`, `is_local_launch`, `is_local_launch_or_test`, `LaunchContext`, `set_context`
-(launch_context.py) and `get_context()`.
+(node_launch.py) and `get_context()`.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from absl import logging
 from launchpad import control, courier
 from launchpad.courier import TLS
 from launchpad.errors import NoContextError
-from launchpad.launch_context import (  # noqa: F401 - Launchpad's names, at its path
+from launchpad.node_launch import (  # noqa: F401 - Launchpad's names, at its path
     LaunchContext,
     LaunchType,
     given_to_this_thread,

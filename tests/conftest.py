@@ -22,28 +22,29 @@ def pytest_configure(config):
     ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
 
+def _variable_naming_a_session_folder(tmp_path_factory, variable: str, name: str):
+    """Sets `variable` to a new folder of the session while the session runs."""
+    before = os.environ.get(variable)
+    os.environ[variable] = str(tmp_path_factory.mktemp(name))
+    yield
+    os.environ.pop(variable)
+    if before is not None:
+        os.environ[variable] = before
+
+
 @pytest.fixture(autouse=True, scope="session")
 def run_records_of_the_session(tmp_path_factory):
     """Runs the tests launch (in this process or in scripts it starts) are recorded in a
     folder of the session ($LAUNCHPAD_RUN_DIR), not in ~/.launchpad."""
-    before = os.environ.get("LAUNCHPAD_RUN_DIR")
-    os.environ["LAUNCHPAD_RUN_DIR"] = str(tmp_path_factory.mktemp("runs"))
-    yield
-    os.environ.pop("LAUNCHPAD_RUN_DIR")
-    if before is not None:
-        os.environ["LAUNCHPAD_RUN_DIR"] = before
+    yield from _variable_naming_a_session_folder(tmp_path_factory, "LAUNCHPAD_RUN_DIR", "runs")
 
 
 @pytest.fixture(autouse=True, scope="session")
 def node_output_files_of_the_session(tmp_path_factory):
     """terminal='output_to_files' writes in a folder of the session ($LAUNCHPAD_LOGGING_DIR),
     not in /tmp/launchpad_out (a test that reads the files gives its own)."""
-    before = os.environ.get("LAUNCHPAD_LOGGING_DIR")
-    os.environ["LAUNCHPAD_LOGGING_DIR"] = str(tmp_path_factory.mktemp("launchpad_out"))
-    yield
-    os.environ.pop("LAUNCHPAD_LOGGING_DIR")
-    if before is not None:
-        os.environ["LAUNCHPAD_LOGGING_DIR"] = before
+    yield from _variable_naming_a_session_folder(tmp_path_factory, "LAUNCHPAD_LOGGING_DIR",
+                                                 "launchpad_out")
 
 
 @pytest.fixture

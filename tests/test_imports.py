@@ -101,7 +101,7 @@ def _module_level_imports(path: pathlib.Path) -> set[str]:
 
 
 def test_the_graph_its_pictures_the_context_and_the_protocol_import_neither_nodes_nor_launchers():
-    for name in ("program.py", "context.py", "launch_context.py", "address.py", "stopping.py",
+    for name in ("program.py", "context.py", "node_launch.py", "address.py", "stopping.py",
                  "control.py", "dot.py", "render.py", "flags.py", "lazy_loader.py"):
         imports = _module_level_imports(PACKAGE / name)
         above = {m for m in imports if _within(m, "launchpad.nodes", "launchpad.launch")}

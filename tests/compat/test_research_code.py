@@ -11,6 +11,7 @@ import os
 import pytest
 
 import launchpad as lp
+from tests.launch.conftest import _launcher, _stop_all
 from tests.launch.helpers import TIMEOUT
 
 
@@ -115,9 +116,16 @@ def _parent_of(pid: int) -> int:
         return int(stat.read().rpartition(")")[2].split()[1])
 
 
-def test_node_processes_are_descendants_of_the_launching_process(launch):
-    if not launch.launch_type.endswith("_mp"):
-        pytest.skip("nodes are threads of this process")
+@pytest.fixture(params=["local_mp", "test_mp"])
+def launch_processes(request, no_leaked_threads, no_leaked_processes):
+    """`launch` under the launch types whose nodes are processes."""
+    launch, controllers = _launcher(request.param, request)
+    yield launch
+    _stop_all(controllers)
+
+
+def test_node_processes_are_descendants_of_the_launching_process(launch_processes):
+    launch = launch_processes
     program = lp.Program("p")  # Mava kills psutil.Process(os.getpid()).children(recursive=True)
     program.add_node(lp.PyNode(_serve_forever), label="node")
     pids = launch(program).pids()
