@@ -8,9 +8,12 @@
     loss = repl.reduce(repl.run(step_fn, inputs), "mean")
 
 Inside `step_fn`: `all_reduce`, `all_gather`, `broadcast`, `replica_id`, `num_replicas`.
+`Replicator(mesh={"batch": 2, "model": 2}, layouts=...)` splits the weights themselves over a
+mesh of devices (mesh.py), trained with `replicator.optimizers` (SGD, Adam).
 `lp.ReplicatedNode` runs such a trainer as worker (and parameter-server) nodes of a program.
 """
 
+from launchpad.replicator import optimizers
 from launchpad.replicator.cluster import ASYNC, SYNC, Cluster
 from launchpad.replicator.collectives import (
     all_gather,
@@ -22,6 +25,7 @@ from launchpad.replicator.collectives import (
 from launchpad.replicator.replicator import (
     ASYNC_PARAMETER_SERVERS,
     LOCAL_DEVICES,
+    MESH,
     ONE_DEVICE,
     SYNC_WORKERS,
     DistributedInput,
@@ -34,4 +38,5 @@ __all__ = [
     "Replicator", "Cluster", "DistributedInput", "InputIterator", "serve_task",
     "all_reduce", "all_gather", "broadcast", "replica_id", "num_replicas",
     "SYNC", "ASYNC", "ONE_DEVICE", "LOCAL_DEVICES", "SYNC_WORKERS", "ASYNC_PARAMETER_SERVERS",
+    "MESH", "optimizers",
 ]

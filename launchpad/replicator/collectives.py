@@ -2,7 +2,8 @@
 
 Each function works on the replica context `tf.distribute` gives the step (so inside
 `tf.function` too), and with no replicator at all (one replica: the value itself). Values may
-be tensors or nested structures of them.
+be tensors or nested structures of them. In mesh mode the step is one replica that sees the
+whole batch, however many devices it spans: each function gives what it gives on one device.
 """
 
 from __future__ import annotations
@@ -31,13 +32,15 @@ def _replica_context(what: str) -> tf.distribute.ReplicaContext:
 
 
 def replica_id() -> tf.Tensor:
-    """This replica's index in its step, 0 to num_replicas() - 1 (an int32 tensor)."""
+    """This replica's index in its step, 0 to num_replicas() - 1 (an int32 tensor; 0 in mesh
+    mode, as on one device)."""
     found = _replica_context("replica_id").replica_id_in_sync_group
     return tf.convert_to_tensor(found, dtype=tf.int32)
 
 
 def num_replicas() -> int:
-    """How many replicas run each step (all devices of all synchronous workers)."""
+    """How many replicas run each step (all devices of all synchronous workers; 1 in mesh
+    mode, whose one replica spans the mesh, as on one device)."""
     return _replica_context("num_replicas").num_replicas_in_sync
 
 

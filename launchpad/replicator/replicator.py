@@ -16,7 +16,8 @@ workers, or asynchronously with parameter servers; which one is the constructor'
 
 Behind it: OneDeviceStrategy, MirroredStrategy (many local devices: GPUs, or logical CPU
 devices where there are none), MultiWorkerMirroredStrategy (a sync Cluster) or
-ParameterServerStrategy with a ClusterCoordinator (an async Cluster, on its chief). `run`
+ParameterServerStrategy with a ClusterCoordinator (an async Cluster, on its chief); or, with
+`mesh=`, DTensor: one replica whose weights are split over a mesh of devices (mesh.py). `run`
 compiles the step with `tf.function` once per step function; called inside a `tf.function`
 of the user's, it adds the step to that graph instead.
 """
@@ -30,6 +31,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from launchpad.replicator import mesh as mesh_mode
 from launchpad.replicator.cluster import ASYNC, Cluster
 from launchpad.replicator.collectives import reduce_op
 
@@ -37,6 +39,7 @@ ONE_DEVICE = "one_device"
 LOCAL_DEVICES = "local_devices"
 SYNC_WORKERS = "sync_workers"
 ASYNC_PARAMETER_SERVERS = "async_parameter_servers"
+MESH = "mesh"
 
 
 class InputIterator:
@@ -146,13 +149,32 @@ class Replicator:
         schedules steps on the workers, with variables on the parameter servers.
       startup_timeout_secs: how long creating a multi-worker strategy may wait for the other
         tasks of the cluster.
+      mesh: mesh mode (see mesh.py): mesh axis name -> size, e.g. {"batch": 2, "model": 2},
+        over that many GPUs (logical CPU devices where there are not enough); the step runs
+        once, on the whole model and the whole batch, as on one device.
+      layouts: in mesh mode, which variables are split along which mesh axes: a variable name
+        pattern (a regular expression) -> one mesh axis or None per dimension.
     """
 
     def __init__(self, devices: int | Sequence[str] | None = None,
-                 cluster: Cluster | None = None, startup_timeout_secs: float = 120.0):
+                 cluster: Cluster | None = None, startup_timeout_secs: float = 120.0,
+                 mesh: dict[str, int] | None = None,
+                 layouts: dict[str, Sequence[str | None]] | None = None):
         self._coordinator = None
+        self._placement: mesh_mode.MeshPlacement | None = None
         self.cluster = cluster
-        if cluster is None:
+        if mesh is not None or layouts is not None:
+            if mesh is None or cluster is not None or devices is not None:
+                raise ValueError("Mesh mode takes mesh= (and layouts=), and neither devices= "
+                                 "(the mesh's size says how many) nor cluster=")
+            shape = mesh_mode.checked_shape(mesh)
+            size = 1
+            for axis_size in shape.values():
+                size *= axis_size
+            self.kind = MESH
+            self._placement = mesh_mode.MeshPlacement(shape, local_devices(size), layouts)
+            self.strategy = tf.distribute.get_strategy()  # (the default: one replica)
+        elif cluster is None:
             names = local_devices(devices)
             self.kind = ONE_DEVICE if len(names) == 1 else LOCAL_DEVICES
             self.strategy = (tf.distribute.OneDeviceStrategy(names[0]) if len(names) == 1
@@ -181,8 +203,26 @@ class Replicator:
 
     @property
     def num_replicas(self) -> int:
-        """Replicas per step: devices over all synchronous workers (1 per async step)."""
+        """Replicas per step: devices over all synchronous workers (1 per async step; 1 in
+        mesh mode, whose one replica spans the mesh: its step sees the whole batch)."""
         return 1 if self._coordinator is not None else self.strategy.num_replicas_in_sync
+
+    @property
+    def mesh_shape(self) -> dict[str, int] | None:
+        """The mesh's axes and sizes in mesh mode, else None."""
+        return None if self._placement is None else dict(self._placement.shape)
+
+    def shard(self, value: tf.Tensor, axes: Sequence[str | None]) -> tf.Tensor:
+        """`value` (an activation, in the step) split along mesh `axes` (one axis or None per
+        dimension) in mesh mode; `value` itself in any other mode, so the step stays the
+        same on one device."""
+        return value if self._placement is None else self._placement.reshard(value, axes)
+
+    @staticmethod
+    def layout_of(variable: Any) -> tuple[str | None, ...] | None:
+        """The mesh axis each dimension of `variable` is split along (None: not split); None
+        for a variable outside mesh mode."""
+        return mesh_mode.layout_of(variable)
 
     @property
     def is_chief(self) -> bool:
@@ -190,7 +230,10 @@ class Replicator:
         return self.cluster is None or self.cluster.is_chief
 
     def scope(self):
-        """Build the model, its variables and the optimizer inside this context."""
+        """Build the model, its variables and the optimizer inside this context (in mesh
+        mode: each variable made already split over the mesh)."""
+        if self._placement is not None:
+            return self._placement.creating_variables()
         return self.strategy.scope()
 
     def distribute_dataset(self, input_fn: Callable[[tf.distribute.InputContext], Any]
@@ -202,6 +245,8 @@ class Replicator:
         if self._coordinator is not None:
             return DistributedInput(self._coordinator.create_per_worker_dataset(
                 lambda: self.strategy.distribute_datasets_from_function(input_fn)))
+        if self._placement is not None:  # one pipeline of the global batch, split at each step
+            return DistributedInput(input_fn(tf.distribute.InputContext()))
         return DistributedInput(self.strategy.distribute_datasets_from_function(input_fn))
 
     def run(self, step_fn: Callable[..., Any], *args, **kwargs) -> Any:
@@ -209,6 +254,8 @@ class Replicator:
         replaced by their next per-replica batch. Returns the per-replica results (sync), or
         a `RemoteValue` of the scheduled step (async: the step runs on some worker while this
         returns at once; `reduce` or `join` waits for it)."""
+        if self._placement is not None:
+            return self._run_on_mesh(step_fn, args, kwargs)
         is_input = tuple(isinstance(arg, InputIterator) for arg in args)
         raw = tuple(arg.iterator if taken else arg for arg, taken in zip(args, is_input,
                                                                          strict=True))
@@ -228,10 +275,34 @@ class Replicator:
             return self._coordinator.schedule(compiled, args=raw, kwargs=kwargs)
         return compiled(*raw, **kwargs)
 
+    def _run_on_mesh(self, step_fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+        """Mesh mode's run: the next global batch of each input, split along the mesh's
+        "batch" axis, then the step, compiled once, on every device of the mesh."""
+        if tf.inside_function():
+            raise RuntimeError("In mesh mode, call Replicator.run from Python, not inside a "
+                               "tf.function of yours: it compiles the step itself, once")
+        unmatched = self._placement.unmatched_patterns()
+        if unmatched:
+            raise ValueError(f"layouts {unmatched} matched no variable made in scope(): "
+                             "patterns are searched in names such as 'dense_1/kernel'")
+        inputs = tuple(self._placement.split_batch(next(arg)) if isinstance(arg, InputIterator)
+                       else arg for arg in args)
+        compiled = self._step_functions.get((step_fn,))
+        if compiled is None:
+            compiled = self._step_functions[(step_fn,)] = tf.function(step_fn)
+        return compiled(*inputs, **kwargs)
+
     def reduce(self, values: Any, op: str = "mean", axis: int | None = None) -> Any:
         """Combines per-replica `values` (from `run`) into one: "sum" or "mean" over replicas
-        (and over `axis` of each, if given). An async step's RemoteValue is waited for."""
+        (and over `axis` of each, if given). An async step's RemoteValue is waited for. In
+        mesh mode there is one replica: its values, whole, as on one device."""
         op_value = reduce_op(op)
+        if self._placement is not None:
+            gathered = self._placement.gathered(values)
+            if axis is None:
+                return gathered
+            reducer = tf.reduce_sum if op == "sum" else tf.reduce_mean
+            return tf.nest.map_structure(lambda v: reducer(v, axis=axis), gathered)
         if self._coordinator is not None:
             fetched = values.fetch() if hasattr(values, "fetch") else values
             if axis is None:
@@ -246,6 +317,8 @@ class Replicator:
             self._coordinator.join()
 
     def __repr__(self) -> str:
+        if self._placement is not None:
+            return f"<Replicator mesh {self._placement.shape}>"
         return f"<Replicator {self.kind}, {self.num_replicas} replica(s) per step>"
 
 

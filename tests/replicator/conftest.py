@@ -1,4 +1,4 @@
-"""The replicator's tests run TensorFlow in the test process: it gets two logical CPU
+"""The replicator's tests run TensorFlow in the test process: it gets four logical CPU
 devices before anything initialises TensorFlow's devices (only possible before that)."""
 
 import pytest
@@ -9,4 +9,4 @@ pytest.importorskip("tensorflow", reason=NO_TENSORFLOW)
 
 from launchpad.replicator import replicator  # noqa: E402 - after the skip
 
-replicator.use_logical_cpus(2)
+replicator.use_logical_cpus(4)  # (mesh mode: 2x2 meshes)
