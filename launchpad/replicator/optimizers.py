@@ -1,5 +1,10 @@
 """Optimizers that are right on weights split over a mesh (and on any other weights).
 
+Each update is computed from values, never from a slot read back after it was assigned: in a
+step compiled for a mesh, DTensor does not always order a variable's read after an assignment
+to it in the same step (Adam's second moment was read stale, as zero, for some variables:
+their first step moved them by m / epsilon).
+
 Keras' optimizers are not: on DTensor variables a stock Keras `Adam` runs without an error and
 moves the weights by about 3e4 instead of 0.2 (TF 2.15 and 2.21 alike), and its momentum's
 slots are made whole. These keep each slot split like its variable and make the same updates
@@ -123,8 +128,8 @@ class SGD(Optimizer):
         if not self.momentum:
             variable.assign_sub(self.learning_rate * gradient)
             return
-        moved = slots["momentum"]
-        moved.assign(self.momentum * moved - self.learning_rate * gradient)
+        moved = self.momentum * slots["momentum"] - self.learning_rate * gradient
+        slots["momentum"].assign(moved)
         variable.assign_add(moved)
 
 
@@ -143,9 +148,10 @@ class Adam(Optimizer):
         self.beta_1, self.beta_2, self.epsilon = float(beta_1), float(beta_2), float(epsilon)
 
     def _update(self, variable, gradient, step, slots):
-        m, v = slots["m"], slots["v"]
         rate = (self.learning_rate * tf.sqrt(1 - tf.pow(self.beta_2, step))
                 / (1 - tf.pow(self.beta_1, step)))
-        m.assign_add((gradient - m) * (1 - self.beta_1))
-        v.assign_add((tf.square(gradient) - v) * (1 - self.beta_2))
+        m = slots["m"] + (gradient - slots["m"]) * (1 - self.beta_1)
+        v = slots["v"] + (tf.square(gradient) - slots["v"]) * (1 - self.beta_2)
+        slots["m"].assign(m)
+        slots["v"].assign(v)
         variable.assign_sub(tf.cast(rate, variable.dtype) * m / (tf.sqrt(v) + self.epsilon))
