@@ -147,6 +147,7 @@ bench: system-packages $(VENV)/.installed
 	$(VENV)/bin/python -m benchmarks.launch
 	$(VENV)/bin/python -m benchmarks.reverb_node
 	$(VENV)/bin/python -m benchmarks.replicator
+	$(VENV)/bin/python -m benchmarks.model_parallel
 	$(VENV)/bin/python -m benchmarks.telemetry_overhead
 	$(VENV)/bin/python -m benchmarks.soak_courier
 	$(VENV)/bin/python -m benchmarks.group_calls
