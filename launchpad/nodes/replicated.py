@@ -70,6 +70,8 @@ class _Plan:
     devices: int | Sequence[str] | None
     startup_timeout_secs: float
     server_kwargs: dict
+    mesh: dict | None = None  # mesh mode (launchpad/replicator/mesh.py): over every worker
+    layouts: dict | None = None
     first_index: int = -1  # the node index of task 0 in the group, set when added
 
     @property
@@ -103,6 +105,9 @@ class ReplicatedNode(base.Node):
       devices: devices per worker: None (its GPUs, else its CPU), a count (GPUs, or logical
         CPU devices with one worker) or device names.
       num_ps: parameter-server tasks (async only; default 1).
+      mesh, layouts: mesh mode (sync only, without `devices`): the trainer's weights split
+        over a mesh of devices, whose size the workers divide equally among them (each its
+        GPUs, else logical devices of its CPU); see `Replicator`.
       startup_timeout_secs: how long a task waits for the others to come up.
       courier_kwargs, courier_client_kwargs: as for CourierNode.
 
@@ -112,6 +117,7 @@ class ReplicatedNode(base.Node):
     def __init__(self, cls: Callable[..., Any], *args, num_workers: int = 1,
                  mode: str = "sync", devices: int | Sequence[str] | None = None,
                  num_ps: int | None = None, startup_timeout_secs: float = 120.0,
+                 mesh: dict | None = None, layouts: dict | None = None,
                  courier_kwargs: dict | None = None,
                  courier_client_kwargs: dict | None = None, **kwargs):
         super().__init__()
@@ -127,6 +133,9 @@ class ReplicatedNode(base.Node):
         num_ps = (1 if num_ps is None else num_ps) if mode == "async" else 0
         if mode == "async" and (not isinstance(num_ps, int) or num_ps < 1):
             raise ValueError(f"num_ps must be an int >= 1, got {num_ps!r}")
+        if (mesh is not None or layouts is not None) and (mode != "sync" or devices is not None):
+            raise ValueError("mesh= is for mode='sync' without devices=: the mesh's size says "
+                             "how many devices, which the workers divide among them")
         if startup_timeout_secs <= 0:
             raise ValueError(f"startup_timeout_secs must be positive, got "
                              f"{startup_timeout_secs}")
@@ -134,7 +143,7 @@ class ReplicatedNode(base.Node):
         if mode == "async":
             roles = [("chief", 0), *roles, *(("ps", i) for i in range(num_ps))]
         self._plan = _Plan(cls, args, kwargs, mode, roles, devices, startup_timeout_secs,
-                           server_options(courier_kwargs))
+                           server_options(courier_kwargs), mesh, layouts)
         self._client_kwargs = client_options(courier_client_kwargs)
         self._tasks = [self] + [_ReplicaTask(self._plan, i) for i in range(1, len(roles))]
 
@@ -241,7 +250,8 @@ def _run_task(plan: _Plan, role_index: int) -> None:
         node.stop_event.wait()
         return
     with serving(node, **plan.server_kwargs) as server:
-        replicator = replicator_lib.Replicator(plan.devices, cluster, plan.startup_timeout_secs)
+        replicator = replicator_lib.Replicator(plan.devices, cluster, plan.startup_timeout_secs,
+                                               mesh=plan.mesh, layouts=plan.layouts)
         with replicator.scope():
             trainer = plan.cls(replicator, *dereference.dereference_all(plan.args),
                                **dereference.dereference_all(plan.kwargs))

@@ -20,6 +20,7 @@ devices are logical devices of the CPU, as for `devices=N`.
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import sys
 from collections.abc import Iterator, Mapping, Sequence
@@ -42,10 +43,13 @@ class MeshPlacement:
       layouts: variable name pattern -> one mesh axis (or None) per dimension.
     """
 
-    def __init__(self, shape: Mapping[str, int], devices: Sequence[str],
-                 layouts: Mapping[str, AxisSpec] | None):
+    def __init__(self, shape: Mapping[str, int], devices: Sequence[str] | None,
+                 layouts: Mapping[str, AxisSpec] | None, device_type: str = "CPU"):
         self.shape = dict(shape)
-        self.mesh = dtensor.create_mesh(list(self.shape.items()), devices=list(devices))
+        self.mesh = (dtensor.create_mesh(list(self.shape.items()), devices=list(devices))
+                     if devices is not None else  # the mesh of every client (join_clients)
+                     dtensor.create_distributed_mesh(list(self.shape.items()),
+                                                     device_type=device_type))
         self._rules = [(pattern, re.compile(pattern), tuple(axes))
                        for pattern, axes in _checked_layouts(layouts, self.shape).items()]
         self._matched: set[str] = set()
@@ -152,6 +156,35 @@ class MeshPlacement:
         """`value` (in the step) split along `axes` of the mesh instead: an activation's
         layout, where the weights' do not decide it well."""
         return dtensor.relayout(value, self.layout(_checked_axes(axes, self.shape, "shard")))
+
+
+# Every worker of a mesh seeds TensorFlow, Keras, numpy and Python with this, so that their
+# initial values and their input pipelines' order agree (each computes them, and keeps its
+# devices' slices).
+CLIENTS_SEED = 20181016
+
+
+def join_clients(workers: Sequence[str], index: int, local_devices: int) -> str:
+    """Makes this process client `index` of a mesh over the processes at `workers` (their
+    'host:port', this one's included), with `local_devices` devices of its own: GPUs, else
+    logical devices of the CPU. DTensor's multi-client mode, whose settings are environment
+    variables of this process, read as its accelerator system starts: before anything else
+    initialises TensorFlow here. Returns the device type."""
+    gpus = len(tf.config.list_physical_devices("GPU"))
+    if gpus and gpus < local_devices:
+        raise ValueError(f"Each worker of this mesh holds {local_devices} devices; this one "
+                         f"has {gpus} GPU(s)")
+    if not gpus:
+        tf.config.set_logical_device_configuration(
+            tf.config.list_physical_devices("CPU")[0],
+            [tf.config.LogicalDeviceConfiguration() for _ in range(local_devices)])
+    os.environ.update({"DTENSOR_CLIENT_ID": str(index),
+                       "DTENSOR_NUM_CLIENTS": str(len(workers)),
+                       "DTENSOR_JOB_NAME": "worker", "DTENSOR_JOBS": ",".join(workers)})
+    device_type = "GPU" if gpus else "CPU"
+    dtensor.initialize_accelerator_system(device_type)
+    tf.keras.utils.set_random_seed(CLIENTS_SEED)
+    return device_type
 
 
 def _keras_optimizer_making_it() -> str | None:

@@ -137,6 +137,27 @@ def _create_bounded(create: Callable[[], Any], timeout_secs: float, what: str) -
                            "cluster is not running (it failed, or is still starting)") from None
 
 
+def _mesh_placement(mesh: Any, layouts: Any, devices: Any,
+                    cluster: Cluster | None) -> mesh_mode.MeshPlacement:
+    """Mesh mode's placement: over this process's devices, or, with a sync cluster, over
+    every worker's (each holding an equal part of the mesh)."""
+    if mesh is None or devices is not None:
+        raise ValueError("Mesh mode takes mesh= (and layouts=), not devices=: the mesh's "
+                         "size says how many devices")
+    shape = mesh_mode.checked_shape(mesh)
+    size = 1
+    for axis_size in shape.values():
+        size *= axis_size
+    if cluster is None:
+        return mesh_mode.MeshPlacement(shape, local_devices(size), layouts)
+    workers = list(cluster.jobs["worker"])
+    if cluster.mode == ASYNC or size % len(workers):
+        raise ValueError(f"A mesh across workers needs a sync cluster whose {len(workers)} "
+                         f"workers divide its {size} devices equally; mesh={shape}")
+    device_type = mesh_mode.join_clients(workers, cluster.task_index, size // len(workers))
+    return mesh_mode.MeshPlacement(shape, None, layouts, device_type)
+
+
 class Replicator:
     """Runs a step function once per replica and combines the results.
 
@@ -164,15 +185,8 @@ class Replicator:
         self._placement: mesh_mode.MeshPlacement | None = None
         self.cluster = cluster
         if mesh is not None or layouts is not None:
-            if mesh is None or cluster is not None or devices is not None:
-                raise ValueError("Mesh mode takes mesh= (and layouts=), and neither devices= "
-                                 "(the mesh's size says how many) nor cluster=")
-            shape = mesh_mode.checked_shape(mesh)
-            size = 1
-            for axis_size in shape.values():
-                size *= axis_size
             self.kind = MESH
-            self._placement = mesh_mode.MeshPlacement(shape, local_devices(size), layouts)
+            self._placement = _mesh_placement(mesh, layouts, devices, cluster)
             self.strategy = tf.distribute.get_strategy()  # (the default: one replica)
         elif cluster is None:
             names = local_devices(devices)

@@ -196,7 +196,7 @@ def test_a_keras_optimizer_built_on_a_mesh_is_refused_saying_what_to_use():
 
 
 def test_mesh_mode_takes_neither_devices_nor_a_cluster():
-    with pytest.raises(ValueError, match="neither devices="):
+    with pytest.raises(ValueError, match="not devices="):
         replicator.Replicator(devices=2, mesh={"batch": 2})
     with pytest.raises(ValueError, match="positive int size"):
         replicator.Replicator(mesh={"batch": 0})

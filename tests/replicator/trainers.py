@@ -106,3 +106,40 @@ class RunningLinearTrainer(LinearTrainer):
                 self._reporter.put(("stepping", None))
         if self._reporter is not None:
             self._reporter.put(("ran", done))
+
+
+class WideTrainer:
+    """y = sum(relu(x @ kernel)) + bias, the kernel split by columns on a mesh (`LAYOUTS`),
+    trained by `replicator.optimizers.Adam`: the same code on one device and on a mesh."""
+
+    LAYOUTS = {r"kernel": (None, "model")}
+
+    def __init__(self, replicator: replicator_lib.Replicator, global_batch: int = 8):
+        self._replicator = replicator
+        self._global_batch = global_batch
+        self.kernel = tf.Variable(tf.reshape(tf.range(FEATURES * 8, dtype=tf.float32),
+                                             (FEATURES, 8)) / 40.0, name="kernel")
+        self.bias = tf.Variable(0.0, name="bias")
+        self._optimizer = replicator_lib.optimizers.Adam(0.05)
+        self._optimizer.build([self.kernel, self.bias])
+        self._inputs = iter(replicator.distribute_dataset(input_fn_for(global_batch)))
+
+    def _step_fn(self, batch):
+        x, y = batch
+        with tf.GradientTape() as tape:
+            predicted = tf.reduce_sum(tf.nn.relu(x @ self.kernel), axis=1) + self.bias
+            loss = tf.reduce_mean(tf.square(predicted - y))
+        variables = [self.kernel, self.bias]
+        self._optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables,
+                                            strict=True))
+        return loss
+
+    def step(self) -> float:
+        """One training step; the global batch's mean loss before it."""
+        return float(self._replicator.reduce(self._replicator.run(self._step_fn,
+                                                                  self._inputs)))
+
+    def get_variables(self) -> dict[str, np.ndarray]:
+        """The variables, whole (gathered from the mesh's devices)."""
+        return {"kernel": np.asarray(self._replicator.reduce(self.kernel.read_value())),
+                "bias": np.asarray(self._replicator.reduce(self.bias.read_value()))}
