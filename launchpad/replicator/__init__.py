@@ -9,7 +9,9 @@
 
 Inside `step_fn`: `all_reduce`, `all_gather`, `broadcast`, `replica_id`, `num_replicas`.
 `Replicator(mesh={"batch": 2, "model": 2}, layouts=...)` splits the weights themselves over a
-mesh of devices (mesh.py), trained with `replicator.optimizers` (SGD, Adam).
+mesh of devices (mesh.py), trained with `replicator.optimizers` (SGD, Adam);
+`Replicator(devices=N, devices_per_replica=K)` makes replicas of K devices each, placed by hand
+with `logical_device(i)` (logical_devices.py).
 `lp.ReplicatedNode` runs such a trainer as worker (and parameter-server) nodes of a program.
 """
 

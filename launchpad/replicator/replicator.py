@@ -34,6 +34,7 @@ import tensorflow as tf
 from launchpad.replicator import mesh as mesh_mode
 from launchpad.replicator.cluster import ASYNC, Cluster
 from launchpad.replicator.collectives import reduce_op
+from launchpad.replicator.logical_devices import LogicalDevices
 
 ONE_DEVICE = "one_device"
 LOCAL_DEVICES = "local_devices"
@@ -137,6 +138,22 @@ def _create_bounded(create: Callable[[], Any], timeout_secs: float, what: str) -
                            "cluster is not running (it failed, or is still starting)") from None
 
 
+def _logical_devices(devices: Any, per_replica: Any, cluster: Cluster | None,
+                     mesh: Any) -> LogicalDevices:
+    """The replicas' devices when each spans `per_replica` of this process's `devices`."""
+    if isinstance(per_replica, bool) or not isinstance(per_replica, int) or per_replica < 1:
+        raise ValueError(f"devices_per_replica must be an int >= 1, got {per_replica!r}")
+    if cluster is not None or mesh is not None:
+        raise ValueError("devices_per_replica is for the devices of one process: neither "
+                         "cluster= nor mesh= (a mesh splits the weights by itself)")
+    if isinstance(devices, bool) or not isinstance(devices, int) or devices % per_replica:
+        raise ValueError(f"devices_per_replica={per_replica} needs devices= a count it "
+                         f"divides, got devices={devices!r}")
+    names = local_devices(devices)
+    return LogicalDevices([names[r:r + per_replica]
+                           for r in range(0, len(names), per_replica)])
+
+
 def _mesh_placement(mesh: Any, layouts: Any, devices: Any,
                     cluster: Cluster | None) -> mesh_mode.MeshPlacement:
     """Mesh mode's placement: over this process's devices, or, with a sync cluster, over
@@ -175,16 +192,25 @@ class Replicator:
         once, on the whole model and the whole batch, as on one device.
       layouts: in mesh mode, which variables are split along which mesh axes: a variable name
         pattern (a regular expression) -> one mesh axis or None per dimension.
+      devices_per_replica: TF-Replicator's logical devices (logical_devices.py): each replica
+        spans this many of `devices` (a count), its parts placed by `logical_device(i)` in
+        the step and `logical_device_for_variables(i)` in `scope()`.
     """
 
     def __init__(self, devices: int | Sequence[str] | None = None,
                  cluster: Cluster | None = None, startup_timeout_secs: float = 120.0,
                  mesh: dict[str, int] | None = None,
-                 layouts: dict[str, Sequence[str | None]] | None = None):
+                 layouts: dict[str, Sequence[str | None]] | None = None,
+                 devices_per_replica: int = 1):
         self._coordinator = None
         self._placement: mesh_mode.MeshPlacement | None = None
+        self._logical: LogicalDevices | None = None
         self.cluster = cluster
-        if mesh is not None or layouts is not None:
+        if devices_per_replica != 1:
+            self._logical = _logical_devices(devices, devices_per_replica, cluster, mesh)
+            self.kind = LOCAL_DEVICES
+            self.strategy = _mirrored([group[0] for group in self._logical.groups])
+        elif mesh is not None or layouts is not None:
             self.kind = MESH
             self._placement = _mesh_placement(mesh, layouts, devices, cluster)
             self.strategy = tf.distribute.get_strategy()  # (the default: one replica)
@@ -242,6 +268,21 @@ class Replicator:
     def is_chief(self) -> bool:
         """Whether this process is the one that should save, log and serve results."""
         return self.cluster is None or self.cluster.is_chief
+
+    def logical_device(self, index: int):
+        """In the step: ops made in this context run on this replica's logical device
+        `index` (of `devices_per_replica`); inputs arrive on its device 0."""
+        if self._logical is None:
+            raise ValueError("logical_device() needs Replicator(devices_per_replica=...)")
+        return self._logical.ops_on(index)
+
+    def logical_device_for_variables(self, index: int):
+        """In `scope()`: variables made in this context live on every replica's logical
+        device `index`."""
+        if self._logical is None:
+            raise ValueError("logical_device_for_variables() needs "
+                             "Replicator(devices_per_replica=...)")
+        return self._logical.variables_on(index)
 
     def scope(self):
         """Build the model, its variables and the optimizer inside this context (in mesh
