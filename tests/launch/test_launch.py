@@ -204,6 +204,7 @@ def test_program_ends_when_every_node_has_finished(launch, box):
             program.add_node(lp.PyNode(_finish, results, i))
     controller = launch(program)
     assert controller.wait(TIMEOUT)
+    assert sorted(results.get() for _ in range(3)) == [0, 1, 2]  # each ran, then it ended
 
 
 def _raise_in_run():
@@ -390,11 +391,16 @@ def test_a_thread_ending_just_past_the_grace_period_is_waited_for(caplog, no_lea
     assert "left behind" not in caplog.text
 
 
-def test_launch_type_from_the_command_line_flag(monkeypatch, no_leaked_threads):
-    monkeypatch.setattr("sys.argv", ["prog", "--lp_launch_type=local_mt", "--other=1"])
+def test_launch_type_from_the_command_line_flag(monkeypatch, no_leaked_threads,
+                                                no_leaked_processes):
+    # Not the default (local_mt): a launch that ignored the flag would run local_mt.
+    monkeypatch.setattr("sys.argv", ["prog", "--lp_launch_type=local_mp", "--other=1"])
     program = lp.Program("p")
     program.add_node(lp.PyNode(int), label="noop")
-    assert lp.launch(program).wait(TIMEOUT)
+    controller = lp.launch(program)
+    assert controller.launch_type == "local_mp"
+    assert controller.wait(TIMEOUT)
+    assert list(controller.pids()) == ["noop/0"]  # a process of its own
 
 
 @pytest.mark.parametrize("kwargs, message", [
