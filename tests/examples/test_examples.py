@@ -54,7 +54,8 @@ CASES = [
                   "Program stopped cleanly."],
                  id="replay", marks=needs_reverb),
     pytest.param("agent", [],
-                 ["learner: after 300 steps the greedy policy ", "actor 0: ", "actor 1: ",
+                 ["learner: after 300 steps the greedy policy reaches the goal", "actor 0: ",
+                  "actor 1: ",
                   "Program stopped cleanly."],
                  id="agent", marks=needs_reverb),
 ]
@@ -83,6 +84,9 @@ def test_example_runs_and_prints(name: str, args: list[str], expected: list[str]
     assert result.returncode == 0, report
     for text in expected:
         assert text in result.stdout, f"{text!r} not in the output of {name}\n{report}"
+    if launch_type == "local_mp":  # the first line is a node's: printed by its own process,
+        line = next(line for line in result.stdout.splitlines() if expected[0] in line)
+        assert line.startswith("["), report  # which the terminal prefixes with [label/index]
 
 
 @pytest.mark.usefixtures("no_leaked_processes")
