@@ -94,17 +94,17 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check launchpad courier tests examples benchmarks
 
 test-main: lint
-	$(VENV)/bin/python -m pytest -q --durations=15 -m "not long_example" tests
+	$(VENV)/bin/python -m pytest -q -rs --durations=15 -m "not long_example" tests
 
 test-examples: $(VENV)/.installed
-	$(VENV)/bin/python -m pytest -q -m long_example tests/examples
+	$(VENV)/bin/python -m pytest -q -rs -m long_example tests/examples
 
 # Launchpad's own *_test.py files and examples (dm-launchpad 0.5.2 and its last nightly),
 # downloaded at test time with `pip download --no-deps` into .upstream/ (git-ignored), run
 # unchanged over ours (tests/upstream/exclusions.py: what does not run, and why). The main
 # suite runs them too.
 test-upstream: system-packages $(VENV)/.installed
-	$(VENV)/bin/python -m pytest -q --durations=10 tests/upstream
+	$(VENV)/bin/python -m pytest -q -rs --durations=10 tests/upstream
 
 # The suite once more on Python 3.13 with the newest grpcio/protobuf and TensorFlow, when 3.13
 # exists (the replicator, ReplicatedNode and TensorFlow examples on Keras 3; Reverb's tests
@@ -132,15 +132,14 @@ venv313:
 test-core313:
 	@if [ -n "$(PY313)" ]; then \
 	  $(MAKE) $(VENV313)/.installed && \
-	  LAUNCHPAD_COURIER_TRANSPORT=grpc $(VENV313)/bin/python -m pytest -q --durations=15 \
+	  LAUNCHPAD_COURIER_TRANSPORT=grpc $(VENV313)/bin/python -m pytest -q -rs --durations=15 \
 	    -m "not slurm and not ray and not kubernetes and not long_example" \
 	    $(MAIN_VENV_ONLY:%=--ignore=%) tests; \
 	else echo "Python 3.13 not found: skipping the 3.13 run"; fi
 
-# Acme's own Launchpad tests and distributed agents (tests/acme/test_acme.py). Acme's
-# examples/gym/lp_*.py run too when ACME_EXAMPLES_DIR names a copy of Acme v0.4.0's examples.
+# Acme's own Launchpad tests and distributed agents (tests/acme/test_acme.py).
 test-acme: $(VENV_ACME)/.installed
-	$(VENV_ACME)/bin/python -m pytest -q tests/acme
+	$(VENV_ACME)/bin/python -m pytest -q -rs tests/acme
 
 bench: system-packages $(VENV)/.installed
 	$(VENV)/bin/python -m benchmarks.courier_rpc

@@ -1,6 +1,8 @@
 """Fixtures of every test folder: checks that a test leaves no thread or process behind, and
 runs recorded where the user's own `launchpad ls` does not see them, node output files kept out
-of /tmp/launchpad_out."""
+of /tmp/launchpad_out. Under CI ($CI set), a test of a real engine (marked slurm, ray or
+kubernetes) that skips fails instead: CI installs every engine, so a skip there is a suite
+that silently stopped running."""
 
 import ctypes
 import os
@@ -14,6 +16,20 @@ from tests.processes import live_descendants
 pytest_plugins = ["tests.cluster.fixtures"]
 
 _PR_SET_CHILD_SUBREAPER = 36
+
+
+ENGINE_MARKS = {"slurm", "ray", "kubernetes"}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if (report.skipped and os.environ.get("CI")
+            and ENGINE_MARKS & {mark.name for mark in item.iter_markers()}):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome = "failed"
+        report.longrepr = f"an engine's test skipped under CI, where it must run: {reason}"
 
 
 def pytest_configure(config):
