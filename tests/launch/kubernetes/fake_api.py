@@ -50,6 +50,10 @@ class FakeKubernetesApi:
         self._events: list[tuple[int, str, str, dict[str, Any]]] = []  # (rv, type, plural, obj)
         self._changed = threading.Condition()
         self.watches = 0  # watches opened so far (a test waits for one with wait_for_watch)
+        # The next watches to answer 410 Gone, as the real API does when the version they
+        # start from was compacted away (a client must list again); and how many did.
+        self.gone_watches = 0
+        self.gone_answered = 0
         self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = False  # server_close() joins every request's thread
         self._closed = False
@@ -153,6 +157,13 @@ class FakeKubernetesApi:
             return respond(200, obj) if obj else respond(
                 404, _status(404, "NotFound", f'{plural} "{name}" not found'))
         if method == "GET" and query.get("watch", "").lower() == "true":
+            with self._changed:
+                gone = self.gone_watches > 0
+                if gone:
+                    self.gone_watches -= 1
+                    self.gone_answered += 1
+            if gone:
+                return respond(410, _status(410, "Expired", "too old resource version"))
             return stream(self._watch(plural, namespace, query))
         if method == "GET":
             with self._changed:

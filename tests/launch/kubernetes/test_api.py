@@ -103,6 +103,21 @@ def test_wait_follows_the_controllers_job_and_reads_the_outcome(api):
     controller.stop()
 
 
+def test_a_watch_answered_gone_lists_again_and_follows_on(api):
+    api.gone_watches = 1  # the version listed is compacted away before the watch starts
+    controller = _launch()
+    player = threading.Thread(target=_finish, args=(api, controller, _outcome()))
+    player.start()
+    assert controller.wait(timeout=30) is True
+    player.join()
+    assert api.gone_answered == 1
+    job = f"metadata.name=lp-{controller.run_id}-controller"
+    lists = [r for r in api.requests if r.method == "GET" and "watch" not in r.query
+             and r.query.get("fieldSelector") == job]
+    assert len(lists) >= 2  # listed again after the 410, then watched from the new version
+    controller.stop()
+
+
 def test_a_failed_node_is_raised_named_with_its_traceback(api):
     controller = _launch(programs.adder_and_failing())
     player = threading.Thread(target=_finish, args=(api, controller, _outcome(
