@@ -7,8 +7,9 @@
 The trainer (`trainer.MegatronTrainer`, a CourierNode) builds its model inside
 `replicator.Replicator(mesh=..., layouts=...)`: the wide layer's weight split by columns along
 the mesh's "model" axis, the output layer's by rows, each batch split along "batch". A driver
-node trains it through its handle, printing the loss and the held-out accuracy, then stops
-the program. On a machine without GPUs the mesh's devices are logical CPU devices.
+node (the resnet example's) trains it through its handle, printing the loss and the held-out
+accuracy, then stops the program. On a machine without GPUs the mesh's devices are logical
+devices of the CPU.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from absl import app, flags
 
 import launchpad as lp
 from examples.megatron.trainer import MegatronTrainer, parse_mesh
+from examples.resnet.driver import drive
 
 _MESH = flags.DEFINE_string("mesh", "", "Mesh mode: AXIS:SIZE,... e.g. batch:2,model:2 (the "
                             "wide layer split along 'model', batches along 'batch').")
@@ -51,22 +53,6 @@ def _check_mesh(values: dict) -> bool:
 flags.register_validator("learning_rate", lambda rate: rate > 0, "must be positive")
 flags.register_multi_flags_validator(["mesh", "devices", "hidden", "global_batch"],
                                      _check_mesh)
-
-
-def drive(trainer, steps: int, steps_per_call: int) -> None:
-    """Trains through the handle, reporting after each call, then stops the program."""
-    print(f"driver: training {trainer.describe()}", flush=True)
-    step = 0
-    while step < steps:
-        result = trainer.train(min(steps_per_call, steps - step))
-        evaluation = trainer.evaluate()
-        print(f"driver: steps {step + 1}-{result['step']}: loss {result['losses'][0]:.3f} -> "
-              f"{result['losses'][-1]:.3f} ({result['steps_per_s']:.1f} steps/s), test "
-              f"accuracy {evaluation['accuracy']:.3f}", flush=True)
-        step = result["step"]
-    print(f"driver: test accuracy {evaluation['accuracy']:.3f} on {evaluation['images']} "
-          f"held-out digits after {evaluation['step']} steps", flush=True)
-    lp.stop()
 
 
 def make_program(mesh: str = "", steps: int = 300, steps_per_call: int = 50,

@@ -79,6 +79,10 @@ class MegatronTrainer:
         self._optimizer.apply_gradients(zip(gradients, variables, strict=True))
         return loss
 
+    def step(self) -> int:
+        """The step counter."""
+        return self._steps
+
     def train(self, steps: int) -> dict:
         """Runs `steps` steps; their losses, the step counter and the speed."""
         began = time.perf_counter()

@@ -29,6 +29,7 @@ import os
 from absl import app, flags
 
 import launchpad as lp
+from examples.resnet.driver import drive
 from examples.resnet.trainer import ResNetTrainer
 
 DEFAULT_CHECKPOINT_EVERY = 100
@@ -89,35 +90,6 @@ flags.register_multi_flags_validator(
 flags.register_multi_flags_validator(["devices", "num_workers", "mode"], _check_workers_devices)
 flags.register_multi_flags_validator(["global_batch", "devices", "num_workers", "mode"],
                                      _check_batch_splits)
-
-
-def drive(trainer, steps: int, steps_per_call: int) -> None:
-    """The driver: trains through the handle until the step counter reaches `steps`, printing
-    the loss and the test accuracy after each call, then stops the program."""
-    print(f"driver: training {trainer.describe()}", flush=True)
-    step = trainer.step()
-    if step:
-        print(f"driver: resumed from step {step}", flush=True)
-    losses: list[float] = []
-    evaluation = None
-    while step < steps:
-        result = trainer.train(min(steps_per_call, steps - step))
-        evaluation = trainer.evaluate()
-        print(f"driver: steps {step + 1}-{result['step']}: loss {result['losses'][0]:.3f} -> "
-              f"{result['losses'][-1]:.3f} ({result['steps_per_s']:.1f} steps/s), test "
-              f"accuracy {evaluation['accuracy']:.3f}", flush=True)
-        step = result["step"]
-        losses += result["losses"]
-    if len(losses) >= 3:  # one batch's loss is noisy: compare the first and last thirds'
-        third = len(losses) // 3
-        before, after = sum(losses[:third]) / third, sum(losses[-third:]) / third
-        verdict = "fell" if after < before else "did not fall"
-        print(f"driver: the loss {verdict} from {before:.3f} to {after:.3f} (means of the "
-              f"first and last {third} of {len(losses)} steps)", flush=True)
-    evaluation = evaluation or trainer.evaluate()
-    print(f"driver: test accuracy {evaluation['accuracy']:.3f} on {evaluation['images']} "
-          f"held-out digits after {evaluation['step']} steps", flush=True)
-    lp.stop()
 
 
 def make_program(devices: int = 1, num_workers: int = 1, mode: str = "sync",
