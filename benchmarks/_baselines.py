@@ -23,6 +23,7 @@ import numpy as np
 from benchmarks import _rawgrpc_server
 from benchmarks._socket_server import LENGTH, read_exactly
 from launchpad import courier
+from launchpad.courier._grpc import credentials
 
 
 def _as_bytes(value: Any) -> bytes:
@@ -90,7 +91,8 @@ class GrpcClient(_EchoClient):
         else:
             options = _rawgrpc_server.OPTIONS + [
                 ("grpc.ssl_target_name_override", tls.server_name)]
-            self._channel = grpc.secure_channel(address, tls.channel_credentials(), options)
+            self._channel = grpc.secure_channel(
+                address, credentials.channel_credentials(tls), options)
         grpc.channel_ready_future(self._channel).result(timeout=30)
         self._stub = self._channel.unary_unary(_rawgrpc_server.METHOD_PATH)
         self.futures = _GrpcFutures(self._stub)

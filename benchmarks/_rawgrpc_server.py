@@ -21,6 +21,7 @@ import grpc
 
 from benchmarks._courier_server import tls_from
 from launchpad.courier import allocator
+from launchpad.courier._grpc import credentials
 
 SERVICE = "bench.Echo"
 METHOD = "Echo"
@@ -56,7 +57,8 @@ def main() -> None:
     parser.add_argument("--tls", default=None)
     args = parser.parse_args()
     tls = tls_from(args.tls)
-    server, port = start_server(args.host, None if tls is None else tls.server_credentials())
+    server, port = start_server(args.host,
+                                None if tls is None else credentials.server_credentials(tls))
     print(port, flush=True)
     sys.stdin.read()  # Returns when the parent closes our stdin (or exits).
     server.stop(None).wait()

@@ -38,16 +38,8 @@ import time
 import grpc
 
 from launchpad import control, telemetry
-from launchpad.courier import (
-    grpc_transport,
-    hosts,
-    limits,
-    local_sockets,
-    net_sockets,
-    records,
-    serialization,
-    transport,
-)
+from launchpad.courier import hosts, local_sockets, net_sockets, records, serialization, transport
+from launchpad.courier._grpc import grpc_client, limits
 from launchpad.courier.serialization import Kind
 
 PERIOD_SECS = 2.0  # spec.CLUSTER_HEARTBEAT_SECS and telemetry.REPORT_SECS
@@ -112,7 +104,7 @@ class _TcpStream(_LocalStream):
 
 
 def _offered_tcp_port(address: str) -> int:
-    channel = grpc_transport.GrpcChannel(address)
+    channel = grpc_client.GrpcChannel(address)
     try:
         if not channel.wait_until_ready(30) or (port := channel.offered_tcp_port()) is None:
             raise ConnectionError(f"the controller at {address} offers no TCP port")
@@ -127,8 +119,8 @@ class _GrpcStream:
     def __init__(self, address: str, token: str):
         self._channel = grpc.aio.insecure_channel(
             address, options=[("grpc.use_local_subchannel_pool", 1)])
-        self._call = self._channel.stream_stream(grpc_transport.STREAM_METHOD)(
-            metadata=((grpc_transport.TOKEN_METADATA_KEY, token),))
+        self._call = self._channel.stream_stream(grpc_client.STREAM_METHOD)(
+            metadata=((grpc_client.TOKEN_METADATA_KEY, token),))
 
     async def send(self, message: bytes) -> None:
         await self._call.write(message)

@@ -9,14 +9,6 @@ This package knows nothing of programs, nodes or launchers. What the rest of lau
 of it is exported here, and only here: its modules are private to it (tests/test_imports.py).
 """
 
-import os
-
-# gRPC's core logs routine connection events (e.g. GOAWAY at every server stop) at INFO to
-# stderr; keep only errors unless the user asked for more. Must precede the first grpc import.
-os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
-
-# ruff: noqa: E402
-
 from launchpad.courier import histogram as latency_histogram
 from launchpad.courier.allocator import retain_freed_memory
 from launchpad.courier.batching import batched_handler

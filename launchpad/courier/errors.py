@@ -1,8 +1,9 @@
 """Errors of the RPC layer, defined once.
 
 Each class mixes in the builtin with the same meaning, so callers can catch either
-(`except TimeoutError` catches `CallTimeoutError`), and has the gRPC/absl status `code` of
-Launchpad's courier errors (4, DEADLINE_EXCEEDED, for a call that timed out). A remote
+(`except TimeoutError` catches `CallTimeoutError`), and has the status `code` of Launchpad's
+courier errors (_status.py, gRPC's and absl's numbers: 4, DEADLINE_EXCEEDED, for a call that
+timed out). A remote
 exception whose type can be rebuilt on the client is raised with its own type instead, with
 the remote traceback as `__cause__`; `RemoteError` is only the fallback for types that
 cannot be rebuilt here.
@@ -10,16 +11,13 @@ cannot be rebuilt here.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    import grpc
+from launchpad.courier._status import Status
 
 
 class CourierError(Exception):
     """Base class of every error raised by the courier layer itself."""
 
-    code = 2  # UNKNOWN
+    code = Status.UNKNOWN
 
 
 class RemoteTraceback(Exception):
@@ -55,7 +53,7 @@ class RemoteError(CourierError):  # code UNKNOWN
 class UnknownMethodError(CourierError, AttributeError):
     """The server has no public method of that name; the message lists those it has."""
 
-    code = 5  # NOT_FOUND
+    code = Status.NOT_FOUND
 
     def __init__(self, method: str, available: list[str], address: str = ""):
         where = f" at {address}" if address else ""
@@ -73,38 +71,38 @@ class UnknownMethodError(CourierError, AttributeError):
 class CallTimeoutError(CourierError, TimeoutError):
     """A call did not complete within its `call_timeout` (deadline exceeded)."""
 
-    code = 4  # DEADLINE_EXCEEDED
+    code = Status.DEADLINE_EXCEEDED
 
 
 class ServerUnavailableError(CourierError, ConnectionError):
     """The server could not be reached within the connect timeout, or the connection was lost
     while the call was in flight (the server stopped, crashed or became unreachable)."""
 
-    code = 14  # UNAVAILABLE
+    code = Status.UNAVAILABLE
 
 
 class PermissionDeniedError(CourierError, PermissionError):
     """The server refused the call because it did not carry the server's secret token."""
 
-    code = 7  # PERMISSION_DENIED
+    code = Status.PERMISSION_DENIED
 
 
 class SerializationError(CourierError, TypeError):
     """Arguments or a result could not be pickled or unpickled; names the method and argument."""
 
-    code = 3  # INVALID_ARGUMENT
+    code = Status.INVALID_ARGUMENT
 
 
 class ClientClosedError(CourierError, RuntimeError):
     """The client was closed by its owner; no further calls can be made on it."""
 
-    code = 1  # CANCELLED
+    code = Status.CANCELLED
 
 
 class AddressInUseError(CourierError, OSError):
     """A server could not bind its address (the port is taken or not available)."""
 
-    code = 6  # ALREADY_EXISTS
+    code = Status.ALREADY_EXISTS
 
 
 class GroupCallError(CourierError):
@@ -135,8 +133,8 @@ class GroupCallError(CourierError):
 class StreamBroken(Exception):
     """The stream ended or failed; `code` and `details` are its final status."""
 
-    def __init__(self, code: grpc.StatusCode | None, details: str):
-        super().__init__(f"{code.name if code else 'unknown status'}: {details}")
+    def __init__(self, code: Status | None, details: str):
+        super().__init__(f"{code.name if code is not None else 'unknown status'}: {details}")
         self.code = code
         self.details = details
 
@@ -144,7 +142,7 @@ class StreamBroken(Exception):
 class PeerAborted(Exception):
     """Raised by a server-side transport's `Peer.abort` to end the stream with a status."""
 
-    def __init__(self, code: grpc.StatusCode, details: str):
+    def __init__(self, code: Status, details: str):
         super().__init__(details)
         self.code = code
         self.details = details

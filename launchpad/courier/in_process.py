@@ -24,9 +24,8 @@ import threading
 from collections.abc import Iterator
 from typing import NoReturn, Protocol
 
-import grpc
-
 from launchpad.courier import direct_calls, errors, forks, hosts, shared_memory, streams
+from launchpad.courier._status import Status
 from launchpad.courier.tls import TLS, tls_tag
 
 
@@ -132,7 +131,7 @@ class InProcessStream:
         self._replies: Iterator[tuple[list, bool]] | None = None
         self._status: errors.StreamBroken | None = None
         if not target.admits(token):
-            self._status = errors.StreamBroken(grpc.StatusCode.PERMISSION_DENIED,
+            self._status = errors.StreamBroken(Status.PERMISSION_DENIED,
                                                streams.REFUSED_DETAILS)
         else:
             target.attach(self)
@@ -141,7 +140,7 @@ class InProcessStream:
 
     def exchange(self, chunks: list, caller_waits: bool = False, calls: int = 1) -> bytes:
         if self._forks != forks.count():
-            raise self._end(errors.StreamBroken(grpc.StatusCode.UNAVAILABLE,
+            raise self._end(errors.StreamBroken(Status.UNAVAILABLE,
                                                 "the stream was made before this process "
                                                 "was forked"))
         if self._status is not None:
@@ -179,12 +178,12 @@ class InProcessStream:
     def accept_shared_memory(self) -> shared_memory.Lane | None:
         return None  # one address space: the message itself is the one copy
 
-    def abort(self, code: grpc.StatusCode, details: str) -> NoReturn:
+    def abort(self, code: Status, details: str) -> NoReturn:
         raise errors.PeerAborted(code, details)
 
     def cancel(self) -> None:
         """Ends the stream (its server stopping, or its client): a wait for a reply ends."""
-        self._end(errors.StreamBroken(grpc.StatusCode.CANCELLED, "the stream was cancelled"))
+        self._end(errors.StreamBroken(Status.CANCELLED, "the stream was cancelled"))
 
     def _end(self, status: errors.StreamBroken) -> errors.StreamBroken:
         if self._status is None:

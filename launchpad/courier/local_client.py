@@ -23,7 +23,6 @@ import socket
 import time
 from collections.abc import Callable
 
-import grpc
 from absl import logging
 
 from launchpad.courier import (
@@ -35,6 +34,7 @@ from launchpad.courier import (
     records,
     shared_memory,
 )
+from launchpad.courier._status import Status
 from launchpad.courier.tls import TLS
 
 _CONNECT_SECS = 1.0
@@ -74,7 +74,7 @@ class _SocketChannel:
         try:
             sock = first or self._connect()
         except OSError as e:
-            raise errors.StreamBroken(grpc.StatusCode.UNAVAILABLE,
+            raise errors.StreamBroken(Status.UNAVAILABLE,
                                       f"cannot connect to {self}: {e}") from e
         return LocalStream(sock, token, offer_shared_memory and self.kind == "local")
 
@@ -259,7 +259,7 @@ class LocalStream:
         if not self._closed:
             self._closed = True
             if self._status is None:
-                self._status = errors.StreamBroken(grpc.StatusCode.CANCELLED,
+                self._status = errors.StreamBroken(Status.CANCELLED,
                                                    "the stream was cancelled")
             self.cancel()
             self._sock.close()
@@ -294,15 +294,15 @@ class LocalStream:
 
     def _ended(self, kind: int, body: bytes | memoryview) -> errors.StreamBroken:
         if kind != local_sockets.STATUS or not body:
-            return self._broken(grpc.StatusCode.INTERNAL, f"unexpected record kind {kind}")
+            return self._broken(Status.INTERNAL, f"unexpected record kind {kind}")
         return self._broken(*local_sockets.status_of(bytes(body)))
 
     def _lost(self, details: str) -> errors.StreamBroken:
         if self._cancelled or self._closed:
-            return self._broken(grpc.StatusCode.CANCELLED, "the stream was cancelled")
-        return self._broken(grpc.StatusCode.UNAVAILABLE, details)
+            return self._broken(Status.CANCELLED, "the stream was cancelled")
+        return self._broken(Status.UNAVAILABLE, details)
 
-    def _broken(self, code: grpc.StatusCode, details: str) -> errors.StreamBroken:
+    def _broken(self, code: Status, details: str) -> errors.StreamBroken:
         if self._status is None:
             self._status = errors.StreamBroken(code, details)
         self.finish()

@@ -39,7 +39,6 @@ import socket
 import threading
 import time
 
-import grpc
 from absl import logging
 
 from launchpad.courier import (
@@ -51,6 +50,7 @@ from launchpad.courier import (
     streams,
     threads,
 )
+from launchpad.courier._status import Status
 from launchpad.courier.tls import TLS
 
 HANDSHAKE_SECS = 5.0
@@ -275,10 +275,10 @@ class LocalServer:
                 except (EOFError, OSError):
                     kind = None  # the client went away: the stream ends
                 except ValueError as e:
-                    raise errors.PeerAborted(grpc.StatusCode.INVALID_ARGUMENT,
+                    raise errors.PeerAborted(Status.INVALID_ARGUMENT,
                                              f"courier: {e}") from None
                 if kind != local_sockets.MESSAGE:  # the client ended the stream
-                    self._finish(stream, grpc.StatusCode.OK, "")
+                    self._finish(stream, Status.OK, "")
                     return
                 for reply, _ in self._service.replies(stream.peer, message, stream.lane,
                                                       stream.outbox):
@@ -298,7 +298,7 @@ class LocalServer:
             return
         except Exception:  # noqa: BLE001 - a failure of ours: said to the client, not its text
             logging.exception("Courier local stream failed")
-            self._finish(stream, grpc.StatusCode.INTERNAL,
+            self._finish(stream, Status.INTERNAL,
                          "courier: the server failed (see its log)")
             return
         self._wait_for_next(stream)
@@ -329,7 +329,7 @@ class LocalServer:
         stream.reader.release()
         self._served.modify(stream.fd, _WAITING)
 
-    def _finish(self, stream: _Stream, code: grpc.StatusCode, details: str) -> None:
+    def _finish(self, stream: _Stream, code: Status, details: str) -> None:
         """Ends a stream with its status, which the client reads as its end."""
         try:
             records.send(stream.connection, local_sockets.STATUS,

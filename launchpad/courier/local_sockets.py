@@ -22,7 +22,7 @@ sent with its first message. The server looks only at the hello (within 5 s, wit
 thread held meanwhile: local_server.py; a peer that connects and says nothing is let go, and
 costs nothing after), checks the token, answers with its own probe (or ends the stream as
 refused), and only then reads messages. The server ends a stream with a status record
-(a gRPC status code and its details), so calls fail here as they would over gRPC.
+(a status code, _status.py, and its details), so calls fail here as they would over gRPC.
 """
 
 from __future__ import annotations
@@ -35,10 +35,10 @@ import struct
 import time
 from typing import NoReturn
 
-import grpc
 from absl import logging
 
 from launchpad.courier import errors, hosts, memory_files, records, shared_memory
+from launchpad.courier._status import Status
 from launchpad.courier.tls import TLS, tls_tag
 
 MAGIC = b"LPC1"
@@ -196,16 +196,13 @@ def hello(token: str, probe: str) -> bytes:
     return b"".join(parts)
 
 
-def status(code: grpc.StatusCode, details: str) -> bytes:
-    return bytes([code.value[0]]) + details.encode()
+def status(code: Status, details: str) -> bytes:
+    return bytes([code]) + details.encode()
 
 
-_CODES = {code.value[0]: code for code in grpc.StatusCode}
-
-
-def status_of(body: bytes) -> tuple[grpc.StatusCode, str]:
+def status_of(body: bytes) -> tuple[Status, str]:
     """The code and details of a status record's bytes."""
-    return _CODES.get(body[0], grpc.StatusCode.UNKNOWN), body[1:].decode(errors="replace")
+    return Status.of(body[0]), body[1:].decode(errors="replace")
 
 
 class LocalPeer:
@@ -226,7 +223,7 @@ class LocalPeer:
         self.answer = memory_files.local_probe() or ""
         return shared_memory.Lane(peer)
 
-    def abort(self, code: grpc.StatusCode, details: str) -> NoReturn:
+    def abort(self, code: Status, details: str) -> NoReturn:
         raise errors.PeerAborted(code, details)
 
     def cancel(self) -> None:

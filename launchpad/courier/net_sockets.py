@@ -11,7 +11,7 @@ It accepts anyone's connection (as its gRPC port does: the token decides), and n
 shared-memory lane (a peer's memory files are not on this host).
 
 A client learns the port from the server itself: once its gRPC channel is up, it asks
-(`OFFER_METHOD`, answered in the status's metadata under `PORT_METADATA_KEY`) and opens its
+(`grpc_wire.OFFER_METHOD`, answered in the status's metadata) and opens its
 streams on the TCP port from then on (local_client.NetChannel), through the same streams
 the Unix socket's clients use. A server that offers none (it has TLS: those clients stay on
 gRPC, whose handshake checks certificates), a port that cannot be reached from the client (a
@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import socket
 
-OFFER_METHOD = "/launchpad.courier.Courier/TcpPort"
-PORT_METADATA_KEY = "x-courier-tcp-port"
 KEEPALIVE_IDLE_SECS = 20
 KEEPALIVE_INTERVAL_SECS = 5
 KEEPALIVE_PROBES = 2

@@ -11,9 +11,8 @@ import queue
 from collections.abc import Iterator
 from typing import Any
 
-import grpc
-
 from launchpad.courier import errors, serialization, shared_memory
+from launchpad.courier._status import Status
 from launchpad.courier.serialization import Kind
 
 
@@ -40,7 +39,7 @@ def replies(outbox: queue.SimpleQueue, count: int,
             frames = None if more is None else frames + more
             count -= 1
         if frames is None:
-            raise errors.StreamBroken(grpc.StatusCode.CANCELLED, "the stream was cancelled")
+            raise errors.StreamBroken(Status.CANCELLED, "the stream was cancelled")
         yield serialization.message_chunks(frames, lane), not count
 
 

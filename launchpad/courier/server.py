@@ -36,7 +36,6 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import grpc
 from absl import logging
 
 from launchpad.courier import (
@@ -50,6 +49,7 @@ from launchpad.courier import (
     streams,
     transport,
 )
+from launchpad.courier._status import Status
 from launchpad.courier.threads import DaemonThreadPool
 from launchpad.courier.tls import TLS
 
@@ -214,7 +214,7 @@ class Server:
         """Checks a socket stream's token before anything of it is read (the stream is
         aborted if it is wrong); returns the stream's shared-memory lane, if it has one."""
         if not self.admits(peer.token):
-            peer.abort(grpc.StatusCode.PERMISSION_DENIED, streams.REFUSED_DETAILS)
+            peer.abort(Status.PERMISSION_DENIED, streams.REFUSED_DETAILS)
         return peer.accept_shared_memory()
 
     def replies(self, peer: streams.Peer, message: bytes | memoryview,
@@ -268,7 +268,7 @@ class Server:
         except ValueError as e:  # A malformed message: end this stream only.
             logging.warning("Courier server at %s ended a stream with a malformed message: %s",
                             self._address, e)
-            peer.abort(grpc.StatusCode.INVALID_ARGUMENT, f"courier: {e}")
+            peer.abort(Status.INVALID_ARGUMENT, f"courier: {e}")
         reply_lane = None
         if lane is not None:
             lane.writer.reset()  # the client read every reply to its last message

@@ -5,9 +5,9 @@ each way per exchange. The client side of each transport has a `Channel` that op
 `ClientStream`s; the server side hands each stream it accepts to the server's handler with a
 `Peer`, the server's view of the client at its other end. Three transports implement these
 (transport.py chooses among them per connection): in_process.py, the local socket
-(local_server.py and local_client.py) and grpc_transport.py.
+(local_server.py and local_client.py) and grpc_client.py.
 
-A stream ends with a gRPC status code and details whatever its transport
+A stream ends with a status code (_status.py) and details whatever its transport
 (errors.StreamBroken), so that callers map the end of a stream to one courier error in one
 place (`error_for_broken_stream`).
 """
@@ -18,16 +18,15 @@ import queue
 from collections.abc import Iterator
 from typing import NoReturn, Protocol
 
-import grpc
-
 from launchpad.courier import errors, shared_memory
+from launchpad.courier._status import Status
 
 # The details of a stream refused for a missing or wrong token, on every transport.
 REFUSED_DETAILS = "courier: missing or wrong secret token"
 
 
 class ClientStream(Protocol):
-    """One stream, driven by one thread at a time (see grpc_transport.Stream for the rules).
+    """One stream, driven by one thread at a time (see grpc_client.Stream for the rules).
 
     `exchange` sends a message (a list of chunks, joined or scattered as the transport
     likes) of `calls` calls and waits for the first reply; `receive` waits for a further
@@ -98,7 +97,7 @@ class Peer(Protocol):
 
     def accept_shared_memory(self) -> shared_memory.Lane | None: ...
 
-    def abort(self, code: grpc.StatusCode, details: str) -> NoReturn: ...
+    def abort(self, code: Status, details: str) -> NoReturn: ...
 
     def cancel(self) -> None:
         """Ends the stream as its server stops, every reply to it sent: once those have
@@ -107,11 +106,11 @@ class Peer(Protocol):
 
 def error_for_broken_stream(error: errors.StreamBroken, address: str) -> errors.CourierError:
     """Maps the status that ended a stream to the courier error of the calls on it."""
-    if error.code == grpc.StatusCode.PERMISSION_DENIED:
+    if error.code == Status.PERMISSION_DENIED:
         return errors.PermissionDeniedError(
             f"Courier server at {address} refused the call: missing or wrong secret token "
             "(is the client from another program or launch?)")
-    if error.code == grpc.StatusCode.OK:
+    if error.code == Status.OK:
         return errors.ServerUnavailableError(f"Courier server at {address} closed the connection")
     return errors.ServerUnavailableError(
         f"Courier server at {address} is unreachable or went away before answering ({error})")

@@ -26,8 +26,6 @@ import os
 import re
 from typing import Union
 
-import grpc
-
 PemSource = Union[bytes, str, os.PathLike]
 
 # Hosts' clocks differ: a certificate made on one is valid on the others from a while before.
@@ -61,16 +59,6 @@ class TLS:
         object.__setattr__(self, "cert", _read_pem("cert", cert, "CERTIFICATE"))
         object.__setattr__(self, "key", _read_pem("key", key, "PRIVATE KEY"))
         object.__setattr__(self, "server_name", server_name)
-
-    def server_credentials(self) -> grpc.ServerCredentials:
-        """A server's credentials: presents `cert`, requires a client certificate from `ca`."""
-        return grpc.ssl_server_credentials(
-            [(self.key, self.cert)], root_certificates=self.ca, require_client_auth=True)
-
-    def channel_credentials(self) -> grpc.ChannelCredentials:
-        """A client's credentials: trusts servers certified by `ca`, presents `cert`."""
-        return grpc.ssl_channel_credentials(
-            root_certificates=self.ca, private_key=self.key, certificate_chain=self.cert)
 
     @classmethod
     def generate(cls, server_name: str = "launchpad", valid_days: int = 365) -> TLS:

@@ -20,14 +20,8 @@ from __future__ import annotations
 import os
 from typing import Protocol
 
-from launchpad.courier import (
-    grpc_server,
-    grpc_transport,
-    in_process,
-    local_server,
-    net_sockets,
-    streams,
-)
+from launchpad.courier import in_process, local_server, net_sockets, streams
+from launchpad.courier._grpc import grpc_client, grpc_server
 from launchpad.courier.local_client import LocalChannel, NetChannel
 from launchpad.courier.tls import TLS
 
@@ -69,7 +63,7 @@ def open_channel(address: str, *, compress: bool = False, tls: TLS | None = None
                  mode: str = "auto") -> streams.Channel:
     """The fastest channel to the server at `address` there is now (gRPC if no other)."""
     return (fast_channel(address, tls, mode)
-            or grpc_transport.GrpcChannel(address, compress, tls))
+            or grpc_client.GrpcChannel(address, compress, tls))
 
 
 def faster(channel: streams.Channel, address: str, tls: TLS | None, mode: str,

@@ -19,7 +19,8 @@ import time
 
 import pytest
 
-from launchpad.courier import grpc_transport, limits, local_sockets, transport
+from launchpad.courier import local_sockets, transport
+from launchpad.courier._grpc import grpc_client, limits
 from tests.courier.children import child_server
 
 pytestmark = pytest.mark.timeout(90)
@@ -89,7 +90,7 @@ def _sockets_held(pid: int) -> int:
 
 def _tcp_port(port: int) -> int:
     """The TCP port for its records that the server of gRPC port `port` offers."""
-    channel = grpc_transport.GrpcChannel(f"127.0.0.1:{port}")
+    channel = grpc_client.GrpcChannel(f"127.0.0.1:{port}")
     try:
         assert channel.wait_until_ready(10)
         offered = channel.offered_tcp_port()
@@ -149,7 +150,7 @@ _RAISE = textwrap.dedent("""
     import sys
 
     resource.setrlimit(resource.RLIMIT_NOFILE, (int(sys.argv[1]), int(sys.argv[2])))
-    from launchpad.courier import limits
+    from launchpad.courier._grpc import limits
 
     print(limits.raise_open_files_limit(), limits.incoming_connections_cap(),
           *resource.getrlimit(resource.RLIMIT_NOFILE))

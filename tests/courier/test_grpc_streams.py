@@ -21,7 +21,8 @@ import grpc
 import pytest
 
 from launchpad import courier
-from launchpad.courier import errors, grpc_transport, serialization
+from launchpad.courier import errors, serialization
+from launchpad.courier._grpc import grpc_client
 from launchpad.courier.serialization import Kind
 from tests.courier.children import child_server
 from tests.courier.conftest import TOKEN
@@ -77,8 +78,8 @@ def test_streams_opened_while_python_is_busy_are_all_served(tmp_path, monkeypatc
     with child_server([sys.executable, "-c", GIL_HOLDER, TOKEN]) as (_, port):
         address = f"127.0.0.1:{port}"
         holder = courier.Client(address, token=TOKEN)
-        channel = grpc_transport.GrpcChannel(address)
-        opened: list[grpc_transport.Stream] = []
+        channel = grpc_client.GrpcChannel(address)
+        opened: list[grpc_client.Stream] = []
         released = threading.Event()
 
         def let_go() -> None:  # even if the test fails: the server must not stay held
@@ -126,7 +127,7 @@ def test_many_open_streams_are_served_by_few_threads():
     """Open streams wait on the server's one queue, not on a thread each (which, waking
     every 200 ms, made 1,250 idle streams cost a tenth of a core)."""
     with courier.Server(_Echo(), token=TOKEN) as server:
-        channel = grpc_transport.GrpcChannel(server.address)
+        channel = grpc_client.GrpcChannel(server.address)
         opened = []
         try:
             assert channel.wait_until_ready(10)

@@ -16,6 +16,7 @@ import pytest
 
 from launchpad import courier
 from launchpad.courier import TLS, shared_memory
+from launchpad.courier._grpc import credentials
 from tests.courier.conftest import TOKEN, Service, assert_reconnects
 from tests.hostile import MkdirOnUnpickle
 
@@ -31,10 +32,20 @@ SLACK = 4.0
 
 
 class WithoutCertificate(TLS):
-    """A client's TLS that trusts the CA but presents no certificate of its own."""
+    """A client's TLS that trusts the CA but presents no certificate of its own (its gRPC
+    credentials are made so by `_without_certificate_presents_none`)."""
 
-    def channel_credentials(self) -> grpc.ChannelCredentials:
-        return grpc.ssl_channel_credentials(root_certificates=self.ca)
+
+@pytest.fixture(autouse=True)
+def _without_certificate_presents_none(monkeypatch):
+    made = credentials.channel_credentials
+
+    def channel_credentials(tls: TLS) -> grpc.ChannelCredentials:
+        if isinstance(tls, WithoutCertificate):
+            return grpc.ssl_channel_credentials(root_certificates=tls.ca)
+        return made(tls)
+
+    monkeypatch.setattr(credentials, "channel_credentials", channel_credentials)
 
 
 @pytest.fixture(scope="module")

@@ -11,10 +11,10 @@ import concurrent.futures
 import struct
 import time
 
-import grpc
 import pytest
 
 from launchpad.courier import errors, serialization, streams, transport
+from launchpad.courier._status import Status
 from launchpad.courier.serialization import Kind
 from tests.courier.conftest import TOKEN, TRANSPORTS, assert_server_ends_stream, open_raw_channel
 
@@ -71,16 +71,16 @@ def test_cancel_from_another_thread_ends_a_wait(channel, service):
         stream.cancel()
         with pytest.raises(errors.StreamBroken) as info:
             reply.result(timeout=10)
-    assert info.value.code == grpc.StatusCode.CANCELLED
+    assert info.value.code == Status.CANCELLED
     stream.cancel()  # again, on a finished stream: harmless
-    assert stream.finish().code == grpc.StatusCode.CANCELLED
+    assert stream.finish().code == Status.CANCELLED
 
 
 def test_a_stream_without_the_token_is_refused(channel):
     stream = channel.open_stream("wrong-token")
     with pytest.raises(errors.StreamBroken) as info:
         stream.exchange([_call_message(1, "ping")])
-    assert info.value.code == grpc.StatusCode.PERMISSION_DENIED
+    assert info.value.code == Status.PERMISSION_DENIED
     assert info.value.details == streams.REFUSED_DETAILS
     error = streams.error_for_broken_stream(info.value, "127.0.0.1:1")
     assert "secret token" in str(error)
@@ -144,6 +144,6 @@ def _truncated_header_message() -> bytes:
                          ids=["bad-kind", "truncated-header", "empty"])
 def test_malformed_message_ends_its_stream_and_server_keeps_serving(channel, client, message):
     ended = assert_server_ends_stream(channel.open_stream(TOKEN), message)
-    assert ended.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert ended.code == Status.INVALID_ARGUMENT
     assert ended.details.startswith("courier: Malformed courier message"), ended.details
     assert client.ping() == "pong"

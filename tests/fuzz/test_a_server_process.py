@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import sys
 
-import grpc
 import pytest
 
 from launchpad import courier
@@ -23,6 +22,7 @@ from launchpad.courier import (
     shared_memory,
     transport,
 )
+from launchpad.courier._status import Status
 from tests.courier.children import ECHO_SERVER, child_server
 from tests.courier.conftest import TOKEN
 from tests.fuzz import wire
@@ -106,6 +106,6 @@ def test_a_memory_file_truncated_under_the_servers_mapping_does_not_end_it(child
     _assert_answers(address)  # the server's process is alive
     for outcome in (first, second):
         assert isinstance(outcome, errors.StreamBroken), outcome
-        assert outcome.code == grpc.StatusCode.INVALID_ARGUMENT
+        assert outcome.code == Status.INVALID_ARGUMENT
         assert "not a memory file sealed against shrinking" in outcome.details
 

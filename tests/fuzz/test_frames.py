@@ -10,12 +10,12 @@ from __future__ import annotations
 import os
 import socket
 
-import grpc
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from launchpad.courier import local_sockets, records, serialization, shared_memory
+from launchpad.courier._status import Status
 from launchpad.courier.serialization import Kind
 from tests.fuzz import wire
 from tests.fuzz.conftest import target
@@ -118,4 +118,4 @@ def test_a_hello_is_read_as_its_token_and_probe_or_is_none(body):
 @target(100)
 def test_a_status_is_read_as_a_code_and_its_details(body):
     code, details = local_sockets.status_of(body)
-    assert isinstance(code, grpc.StatusCode) and isinstance(details, str)
+    assert isinstance(code, Status) and isinstance(details, str)

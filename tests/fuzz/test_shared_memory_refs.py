@@ -17,12 +17,12 @@ import socket
 import threading
 import time
 
-import grpc
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
 from launchpad.courier import errors, memory_files, serialization, shared_memory, streams
+from launchpad.courier._status import Status
 from launchpad.courier.serialization import Kind
 from tests.courier.conftest import TOKEN, open_raw_channel
 from tests.fuzz import wire
@@ -129,7 +129,7 @@ def test_a_reference_is_answered_only_where_it_names_a_real_part(
     elif named not in ("region", "probe"):  # (in those, a part of other bytes is answered)
         assert isinstance(outcome, errors.StreamBroken), (named, outcome)
     if isinstance(outcome, errors.StreamBroken):
-        assert outcome.code == grpc.StatusCode.INVALID_ARGUMENT, outcome
+        assert outcome.code == Status.INVALID_ARGUMENT, outcome
     assert not caller.failures
 
 

@@ -12,7 +12,6 @@ import errno
 import socket
 import threading
 
-import grpc
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
@@ -24,6 +23,7 @@ from launchpad.courier import (
     serialization,
     streams,
 )
+from launchpad.courier._status import Status
 from launchpad.courier.local_client import LocalStream
 from launchpad.courier.serialization import Kind
 from tests.courier.conftest import TOKEN, TRANSPORTS, open_raw_channel
@@ -65,7 +65,7 @@ def exchange_within(stream: streams.ClientStream,
 def assert_answered_or_refused(outcome) -> None:
     """A reply of well-formed results and errors, or the end of a malformed message."""
     if isinstance(outcome, errors.StreamBroken):
-        assert outcome.code == grpc.StatusCode.INVALID_ARGUMENT, outcome
+        assert outcome.code == Status.INVALID_ARGUMENT, outcome
         assert outcome.details.startswith("courier: "), outcome.details
         return
     replies = serialization.decode_message(outcome)
@@ -179,12 +179,12 @@ def test_hostile_records_on_a_socket_end_only_their_connection(local_attacked, o
         assert kinds in ([], [local_sockets.STATUS]), kinds
         if kinds:
             assert local_sockets.status_of(answered[0][1])[0] == (
-                grpc.StatusCode.PERMISSION_DENIED)
+                Status.PERMISSION_DENIED)
     else:
         assert kinds[0] == local_sockets.ANSWER and kinds[-1] == local_sockets.STATUS, kinds
         assert set(kinds[1:-1]) <= {local_sockets.MESSAGE}, kinds
         code, details = local_sockets.status_of(answered[-1][1])
-        assert code in (grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT), (code, details)
+        assert code in (Status.OK, Status.INVALID_ARGUMENT), (code, details)
         for _, reply in answered[1:-1]:
             assert_answered_or_refused(reply)
     assert not caller.failures
@@ -197,7 +197,7 @@ def test_a_record_too_long_to_hold_ends_its_stream_as_malformed(local_attacked):
     answered = converse(path, hello + wire.record(local_sockets.MESSAGE, b"", 1 << 61))
     assert [kind for kind, _ in answered] == [local_sockets.ANSWER, local_sockets.STATUS]
     code, details = local_sockets.status_of(answered[1][1])
-    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    assert code == Status.INVALID_ARGUMENT
     assert "longer than this process can hold" in details
 
 
@@ -210,7 +210,7 @@ _server_records = st.lists(st.one_of(
     st.just(wire.record(local_sockets.ANSWER, (memory_files.local_probe() or "").encode())),
     st.builds(lambda code, details: wire.record(local_sockets.STATUS,
                                                 local_sockets.status(code, details)),
-              st.sampled_from(list(grpc.StatusCode)), st.text(max_size=20)),
+              st.sampled_from(list(Status)), st.text(max_size=20)),
     st.binary(max_size=20)), max_size=4)
 
 
@@ -227,7 +227,7 @@ def test_a_local_client_stream_takes_what_a_server_sends_as_a_reply_or_its_end(s
             reply = stream.exchange([b"a message"])
             assert isinstance(reply, (bytes, memoryview))
         except errors.StreamBroken as e:
-            assert isinstance(e.code, grpc.StatusCode)
+            assert isinstance(e.code, Status)
         finally:
             stream.finish()
     finally:

@@ -18,7 +18,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from launchpad.courier import errors, grpc_transport, local_sockets, streams
+from launchpad.courier import errors, local_sockets, streams
+from launchpad.courier._grpc import grpc_client
+from launchpad.courier._status import Status
 from tests.courier.conftest import TOKEN, TRANSPORTS, open_raw_channel
 from tests.fuzz import wire
 from tests.fuzz.conftest import Echo, target
@@ -88,7 +90,7 @@ def test_a_stream_without_the_right_token_is_refused_before_anything_is_unpickle
     message = data.draw(payload_messages(marker), label="message")
     ended = exchange_within(channel.open_stream(token), message)
     assert isinstance(ended, errors.StreamBroken), "a stream with a wrong token was answered"
-    assert (ended.code, ended.details) == (grpc.StatusCode.PERMISSION_DENIED,
+    assert (ended.code, ended.details) == (Status.PERMISSION_DENIED,
                                            streams.REFUSED_DETAILS)
     assert not marker.exists()
 
@@ -110,7 +112,7 @@ def test_tokens_of_any_characters_are_compared_not_refused_as_errors(serve, conn
     finally:
         channel.close()
     assert isinstance(ended, errors.StreamBroken)
-    assert (ended.code, ended.details) == (grpc.StatusCode.PERMISSION_DENIED,
+    assert (ended.code, ended.details) == (Status.PERMISSION_DENIED,
                                            streams.REFUSED_DETAILS)
     own = serve(Echo(), token=token)
     assert connect(own, token=token, transport=TRANSPORTS[kind]).ping() == "pong"
@@ -176,11 +178,11 @@ def test_a_local_connection_without_the_right_hello_gets_nothing_unpickled(local
 # ----------------------------------------------------------------------------- gRPC metadata
 
 _metadata = st.lists(st.one_of(
-    st.tuples(st.just(grpc_transport.TOKEN_METADATA_KEY), wrong_tokens(_ASCII)),
+    st.tuples(st.just(grpc_client.TOKEN_METADATA_KEY), wrong_tokens(_ASCII)),
     st.tuples(st.sampled_from(["x-courier-tokens", "x-token", "authorization", "token"]),
               st.just(TOKEN)),
-    st.tuples(st.just(grpc_transport.TOKEN_METADATA_KEY + "-bin"), st.just(TOKEN.encode())),
-    st.tuples(st.just(grpc_transport.SHARED_MEMORY_METADATA_KEY),
+    st.tuples(st.just(grpc_client.TOKEN_METADATA_KEY + "-bin"), st.just(TOKEN.encode())),
+    st.tuples(st.just(grpc_client.SHARED_MEMORY_METADATA_KEY),
               st.text(alphabet=_ASCII, max_size=30).map(str.strip))), max_size=3)
 
 
@@ -193,7 +195,7 @@ def test_a_grpc_stream_without_the_token_in_its_metadata_gets_nothing_unpickled(
     calls = data.draw(st.lists(payload_messages(marker), min_size=1, max_size=3),
                       label="calls")
     with grpc.insecure_channel(server.address) as channel:
-        stream = channel.stream_stream(grpc_transport.STREAM_METHOD)
+        stream = channel.stream_stream(grpc_client.STREAM_METHOD)
         with pytest.raises(grpc.RpcError) as info:
             for _ in stream(iter(calls), metadata=metadata, timeout=WITHIN_SECS):
                 pytest.fail("a stream without the token was answered")

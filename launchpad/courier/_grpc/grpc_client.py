@@ -35,24 +35,26 @@ process's memory files, which is more than TLS proves.)
 from __future__ import annotations
 
 import grpc
-from grpc import _common as grpc_common
 from grpc._cython import cygrpc
 
 from launchpad.courier import allocator, errors, memory_files, shared_memory
-from launchpad.courier.net_sockets import OFFER_METHOD, PORT_METADATA_KEY
+from launchpad.courier._grpc import credentials
+from launchpad.courier._grpc.grpc_wire import (
+    MESSAGE_OPTIONS,
+    OFFER_METHOD,
+    PORT_METADATA_KEY,
+    SHARED_MEMORY_METADATA_KEY,
+    STREAM_METHOD,
+    TOKEN_METADATA_KEY,
+    metadata_value,
+    status_of_core,
+)
 from launchpad.courier.tls import TLS
 
-STREAM_METHOD = "/launchpad.courier.Courier/Stream"
-TOKEN_METADATA_KEY = "x-courier-token"
-SHARED_MEMORY_METADATA_KEY = "x-courier-shared-memory"
 # A method no server serves: a call of it only ever learns why a channel cannot connect.
 _PROBE_METHOD = "/launchpad.courier.Courier/ConnectProbe"
 _PROBE_SECS = 1.0
 
-MESSAGE_OPTIONS = [
-    ("grpc.max_send_message_length", -1),
-    ("grpc.max_receive_message_length", -1),
-]
 _CLIENT_OPTIONS = MESSAGE_OPTIONS + [
     # Detect a peer that vanished without closing its socket (host lost, network cut).
     ("grpc.keepalive_time_ms", 20_000),
@@ -63,12 +65,6 @@ _CLIENT_OPTIONS = MESSAGE_OPTIONS + [
     ("grpc.initial_reconnect_backoff_ms", 100),
     ("grpc.max_reconnect_backoff_ms", 2_000),
 ]
-def metadata_value(metadata, wanted: str) -> str:
-    """The value of key `wanted` in gRPC metadata, or "" if it is not there."""
-    for key, value in metadata or ():
-        if key == wanted:
-            return value
-    return ""
 
 
 class GrpcChannel:
@@ -87,7 +83,7 @@ class GrpcChannel:
                                                   compression=compression)
         else:
             options = _CLIENT_OPTIONS + [("grpc.ssl_target_name_override", tls.server_name)]
-            self._channel = grpc.secure_channel(address, tls.channel_credentials(),
+            self._channel = grpc.secure_channel(address, credentials.channel_credentials(tls),
                                                 options=options, compression=compression)
 
     def wait_until_ready(self, timeout: float) -> bool:
@@ -262,8 +258,8 @@ class Stream:
         elif event.tag == _STATUS:
             for operation in event.batch_operations:
                 if operation.type() == cygrpc.OperationType.receive_status_on_client:
-                    code = grpc_common.CYGRPC_STATUS_CODE_TO_STATUS_CODE.get(operation.code())
-                    self._status = errors.StreamBroken(code, operation.details() or "")
+                    self._status = errors.StreamBroken(status_of_core(operation.code()),
+                                                       operation.details() or "")
         return event
 
     def _accept_lane(self, event) -> None:

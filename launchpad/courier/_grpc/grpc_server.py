@@ -30,28 +30,22 @@ import threading
 from collections.abc import Callable
 from typing import NoReturn
 
-import grpc
 from absl import logging
-from grpc import _common as grpc_common
 from grpc._cython import cygrpc
 
-from launchpad.courier import (
-    allocator,
-    errors,
-    limits,
-    memory_files,
-    shared_memory,
-    streams,
-    threads,
-)
-from launchpad.courier.grpc_transport import (
+from launchpad.courier import allocator, errors, memory_files, shared_memory, streams, threads
+from launchpad.courier._grpc import credentials, limits
+from launchpad.courier._grpc.grpc_wire import (
     MESSAGE_OPTIONS,
+    OFFER_METHOD,
+    PORT_METADATA_KEY,
     SHARED_MEMORY_METADATA_KEY,
     STREAM_METHOD,
     TOKEN_METADATA_KEY,
+    core_status,
     metadata_value,
 )
-from launchpad.courier.net_sockets import OFFER_METHOD, PORT_METADATA_KEY
+from launchpad.courier._status import Status
 from launchpad.courier.tls import TLS
 
 _BACKLOG = 4096  # new streams the core holds while Python takes them
@@ -109,7 +103,7 @@ class GrpcServer:
             self.port = self._server.add_http2_port(target.encode())
         else:
             self.port = self._server.add_http2_port(
-                target.encode(), tls.server_credentials()._credentials)
+                target.encode(), credentials.server_credentials(tls)._credentials)
         if self.port == 0:
             # gRPC reports credentials it cannot use as a failure to bind, too.
             unusable = "" if tls is None else " (or the TLS key is not that of its certificate)"
@@ -175,10 +169,10 @@ class GrpcServer:
             if event.call_details.method == _OFFER_METHOD:  # (net_sockets.py)
                 offer = () if self.tcp_port is None else ((PORT_METADATA_KEY,
                                                            str(self.tcp_port)),)
-                stream.end(grpc.StatusCode.OK, "", offer)
+                stream.end(Status.OK, "", offer)
                 return
             if event.call_details.method != _METHOD:
-                stream.end(grpc.StatusCode.UNIMPLEMENTED, "Method not found!")
+                stream.end(Status.UNIMPLEMENTED, "Method not found!")
                 return
             peer = _GrpcPeer(stream, event.invocation_metadata)
             stream.lane = self._service.admit(peer)  # (PeerAborted if refused)
@@ -202,10 +196,10 @@ class GrpcServer:
         with stream:
             stream.completed(_RECEIVE, event.success)
             if not event.success:
-                raise errors.StreamBroken(grpc.StatusCode.CANCELLED, "the stream was cancelled")
+                raise errors.StreamBroken(Status.CANCELLED, "the stream was cancelled")
             message = event.batch_operations[-1].message()
             if message is None:
-                stream.end(grpc.StatusCode.OK, "")
+                stream.end(Status.OK, "")
                 return
             for reply, last in self._service.replies(stream.peer, message, stream.lane,
                                                      stream.outbox):
@@ -257,7 +251,7 @@ class _ServerStream:
                 self.cancel()
             elif isinstance(error, Exception):  # a failure of ours: said, not its text
                 logging.error("Courier gRPC stream failed", exc_info=error)
-                self.end(grpc.StatusCode.INTERNAL, "courier: the server failed (see its log)")
+                self.end(Status.INTERNAL, "courier: the server failed (see its log)")
         except errors.StreamBroken:
             self.cancel()
         with self._lock:
@@ -284,12 +278,12 @@ class _ServerStream:
         else:
             self._send_in_order(operations, _SEND)
 
-    def end(self, code: grpc.StatusCode, details: str, metadata: tuple = ()) -> None:
+    def end(self, code: Status, details: str, metadata: tuple = ()) -> None:
         """Ends the stream with a status (after every message sent)."""
         if self._ended:
             return
         self._ended = True
-        status = grpc_common.STATUS_CODE_TO_CYGRPC_STATUS_CODE[code]
+        status = core_status(code)
         self._send_in_order((cygrpc.SendStatusFromServerOperation(metadata, status, details,
                                                                   _NO_FLAGS),), _STATUS)
 
@@ -323,7 +317,7 @@ class _ServerStream:
             operations = (cygrpc.SendInitialMetadataOperation((), _NO_FLAGS), *operations)
         with self._lock:
             if self._broken:
-                raise errors.StreamBroken(grpc.StatusCode.CANCELLED, "the send failed")
+                raise errors.StreamBroken(Status.CANCELLED, "the send failed")
             if self._sending:
                 self._queued.append((operations, tag))
             else:
@@ -337,7 +331,7 @@ class _ServerStream:
     def _start_locked(self, operations: tuple, tag: str) -> None:
         if self._call.start_server_batch(operations, (self, tag)) != cygrpc.CallError.ok:
             self._broken = True
-            raise errors.StreamBroken(grpc.StatusCode.CANCELLED, "the stream is over")
+            raise errors.StreamBroken(Status.CANCELLED, "the stream is over")
         self._due.add(tag)
 
     def _over(self) -> bool:
@@ -375,7 +369,7 @@ class _GrpcPeer:
             ((SHARED_MEMORY_METADATA_KEY, memory_files.local_probe()),))
         return shared_memory.Lane(peer)
 
-    def abort(self, code: grpc.StatusCode, details: str) -> NoReturn:
+    def abort(self, code: Status, details: str) -> NoReturn:
         raise errors.PeerAborted(code, details)
 
     def cancel(self) -> None:
