@@ -20,27 +20,22 @@ from launchpad.address import (
 from launchpad.context import LaunchType, is_local_launch, is_local_launch_or_test
 from launchpad.courier import TLS, GroupCallError, batched_handler, list_methods
 from launchpad.flags import LAUNCH_TYPE
+from launchpad.launch import launchers as _launchers
 from launchpad.launch.attach import attach
-from launchpad.launch.kubernetes.manifests import kubernetes_manifests
-from launchpad.launch.kubernetes.settings import KubernetesSettings
 from launchpad.launch.launch import launch
-from launchpad.launch.ray.settings import RaySettings
 from launchpad.launch.runtime.controller import Controller
 from launchpad.launch.runtime.controllers import ProgramController
 from launchpad.launch.runtime.errors import (
-    KubernetesError,
     LaunchError,
     NodeEndedError,
     NodeFailedError,
     NodeNotReadyError,
     NodeSerializationError,
     ProgramStoppedError,
-    SlurmError,
     UnknownNodeError,
 )
 from launchpad.launch.runtime.remote import RemoteController
 from launchpad.launch.runtime.resources import Resources
-from launchpad.launch.slurm.settings import SlurmSettings
 from launchpad.nodes.base import Handle, Node
 from launchpad.nodes.cacher import CacherNode
 from launchpad.nodes.colocation import MultiProcessingColocation, MultiThreadingColocation
@@ -77,8 +72,7 @@ __all__ = [
     # Launch
     "launch", "LaunchType", "LAUNCH_TYPE", "flags", "context", "lazy_loader", "is_local_launch",
     "is_local_launch_or_test", "Controller", "PythonProcess", "DockerConfig", "Resources",
-    "SlurmSettings", "SlurmError", "RaySettings", "KubernetesSettings", "KubernetesError",
-    "kubernetes_manifests", "attach", "RemoteController", "ProgramController",
+    "attach", "RemoteController", "ProgramController",
     "LaunchError", "NodeEndedError", "NodeFailedError", "NodeNotReadyError",
     "NodeSerializationError", "ProgramStoppedError",
     "UnknownNodeError",
@@ -87,4 +81,20 @@ __all__ = [
     "make_program_stopper",
     # Addressing
     "Address", "get_port_from_address", "AbstractAddressBuilder", "SimpleLocalAddressBuilder",
+    # Each engine's (its settings, its errors: launch/launchers.py), imported when first used
+    *_launchers.exports(),
 ]
+
+
+def __getattr__(name: str) -> object:
+    """An engine's name (`lp.SlurmSettings`), from its row of the table of engines."""
+    if name not in _launchers.exports():
+        raise AttributeError(f"module 'launchpad' has no attribute {name!r}")
+    engine, reference = _launchers.exports()[name]
+    value = engine.load(reference)
+    globals()[name] = value  # (found without this function from now on)
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -21,6 +21,7 @@ from __future__ import annotations
 import abc
 import os
 import socket
+import typing
 from typing import Any
 
 import portpicker
@@ -32,6 +33,15 @@ class AbstractAddressBuilder(abc.ABC):
     """Makes the 'host:port' an Address stands for, outside a launch (`Address.bind`)."""
 
     @abc.abstractmethod
+    def build(self) -> str:
+        """Returns the address."""
+
+
+@typing.runtime_checkable
+class AddressBuilder(typing.Protocol):
+    """What `Address.bind` takes: an AbstractAddressBuilder, or any object with `build()`
+    (as Launchpad took)."""
+
     def build(self) -> str:
         """Returns the address."""
 
@@ -88,9 +98,9 @@ class Address:
         self.label = label
         self.index = index
 
-    def bind(self, address_builder: AbstractAddressBuilder) -> None:
+    def bind(self, address_builder: AddressBuilder) -> None:
         """Resolves to `address_builder.build()` from now on (outside any launch)."""
-        if not callable(getattr(address_builder, "build", None)):
+        if not isinstance(address_builder, AddressBuilder):
             raise TypeError(f"Address.bind needs an address builder (with build()), got "
                             f"{address_builder!r}")
         self._address_builder = address_builder

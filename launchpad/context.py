@@ -41,6 +41,7 @@ from launchpad.node_launch import (  # noqa: F401 - Launchpad's names, at its pa
     given_to_this_thread,
     is_local_launch,
     is_local_launch_or_test,
+    launch_type_of,
     set_context,
 )
 
@@ -86,6 +87,7 @@ class NodeContext:
     groups: "weakref.WeakSet[courier.GroupClient]" = dataclasses.field(
         default_factory=weakref.WeakSet)
     launch_type: str = ""  # the LaunchType's value ("" for a standalone context)
+    one_host: bool = False  # whether every node of the program runs on this host
     # The node's saved states (launch/runtime/state_store.NodeState), when its group keeps
     # state (lp.StatePolicy); None otherwise.
     state: Any = None
@@ -131,8 +133,7 @@ class NodeContext:
         token (and TLS); `options`: see Server. Under a local launch its clients are all of
         this host, so it serves them alone (`Server(local_only=True)`: no gRPC), unless
         `remote_clients` (the node's handles ask for gRPC or TCP)."""
-        local_only = (not remote_clients and bool(self.launch_type)
-                      and is_local_launch_or_test(self.launch_type))
+        local_only = self.one_host and not remote_clients
         server = courier.Server(None, host=self.bind_host, token=self.token,
                                 tls=self.tls, local_only=local_only, **options)
         self.servers.append(server)

@@ -32,6 +32,15 @@ _LOCAL = (LaunchType.LOCAL_MULTI_THREADING, LaunchType.LOCAL_MULTI_PROCESSING)
 _TEST = (LaunchType.TEST_MULTI_THREADING, LaunchType.TEST_MULTI_PROCESSING)
 
 
+def launch_type_of(value: LaunchType | str) -> LaunchType | str:
+    """`value` as a LaunchType; an engine added outside Launchpad's launch types (its row
+    of the table of engines) keeps its own name."""
+    try:
+        return LaunchType(value)
+    except ValueError:
+        return str(value)
+
+
 def is_local_launch(launch_type: LaunchType | str) -> bool:
     """Whether `launch_type` (a LaunchType or its value) is local_mt or local_mp."""
     return LaunchType(launch_type) in _LOCAL
@@ -54,7 +63,7 @@ class LaunchContext:
 
     def initialize(self, launch_type: LaunchType | str, launch_config: Any,
                    program_stopper: Callable[[], None] | None = None) -> None:
-        self._launch_type = LaunchType(launch_type)
+        self._launch_type = launch_type_of(launch_type)
         self._launch_config = launch_config
         self._program_stopper = program_stopper
         self._initialized = True
@@ -83,7 +92,13 @@ class LaunchContext:
         return self._checked(self._program_stopper)
 
 
-_set_by_thread = threading.local()
+class _GivenToThread(threading.local):
+    """What `set_context` gave each thread (None: nothing)."""
+
+    launch_context: LaunchContext | None = None
+
+
+_set_by_thread = _GivenToThread()
 
 
 def set_context(launch_context: LaunchContext) -> None:
@@ -94,4 +109,4 @@ def set_context(launch_context: LaunchContext) -> None:
 
 def given_to_this_thread() -> LaunchContext | None:
     """What `set_context` gave this thread, if anything."""
-    return getattr(_set_by_thread, "launch_context", None)
+    return _set_by_thread.launch_context

@@ -51,7 +51,7 @@ class ProgramStopper:
     """A callable that stops the program of the code calling it (picklable, so it can be
     passed to nodes; Launchpad's `make_program_stopper`)."""
 
-    def __init__(self, launch_type: context.LaunchType):
+    def __init__(self, launch_type: context.LaunchType | str):
         self.launch_type = launch_type
 
     def __call__(self, mark_as_completed: bool = False) -> None:
@@ -59,7 +59,7 @@ class ProgramStopper:
         stop()
 
     def __repr__(self) -> str:
-        return f"ProgramStopper({self.launch_type.value!r})"
+        return f"ProgramStopper({str.__str__(self.launch_type)!r})"
 
 
 def make_program_stopper(launch_type: context.LaunchType | str) -> ProgramStopper:

@@ -3,6 +3,7 @@
 import ast
 import builtins
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -284,3 +285,76 @@ def test_no_attribute_of_a_controller_is_assigned_outside_its_class():
                     written.append(f"{path.relative_to(PACKAGE)}:{node.lineno} "
                                    f"{ast.unparse(target)}")
     assert not written, "\n".join(written)
+
+
+# --- no cycles, no engine names above the engines, no interfaces found by name ---
+
+def _runtime_imports(path: pathlib.Path) -> set[str]:
+    """The launchpad modules `path` imports when it runs (anywhere in it, but not under
+    `if TYPE_CHECKING:`), as `_modules_imported` names them."""
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            node.body = []
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                dotted = f"{node.module}.{alias.name}"
+                found.add(dotted if _is_module(dotted) else node.module)
+    return {m for m in found if m.startswith("launchpad.")}
+
+
+def _module_name(path: pathlib.Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def test_no_module_of_the_package_imports_itself_back():
+    """No import cycle, lazy imports included: each layer and module builds on what is below
+    it (a cycle hidden in a function, or behind a module name in a string, is one too)."""
+    graph = {_module_name(p): _runtime_imports(p) - {_module_name(p)}
+             for p in PACKAGE.rglob("*.py")}
+    done: set[str] = set()
+
+    def visit(module: str, path: list[str]) -> None:
+        if module in path:
+            cycle = path[path.index(module):] + [module]
+            raise AssertionError("import cycle: " + " -> ".join(cycle))
+        if module in done or module not in graph:
+            return
+        for imported in sorted(graph[module]):
+            visit(imported, path + [module])
+        done.add(module)
+
+    for module in sorted(graph):
+        visit(module, [])
+
+
+_ENGINE_NAMES = ("slurm", "ray", "kubernetes")
+
+
+def test_no_engine_is_named_above_the_engines():
+    """An engine is its folder and its row of launch/launchers.py: lp.launch, its options,
+    lp.attach, `python -m launchpad.launch` and the package's face name none."""
+    for name in ("launch/launch.py", "launch/options.py", "launch/__main__.py",
+                 "launch/attach.py", "__init__.py"):
+        text = (PACKAGE / name).read_text().lower()
+        named = [engine for engine in _ENGINE_NAMES
+                 if re.search(rf"(?<![a-z]){engine}(?![a-z])", text)]
+        assert not named, f"{name} names {named}"
+
+
+def test_no_interface_is_found_by_a_name_in_a_string():
+    """Optional methods and attributes are declared (a Protocol, a base class with its
+    defaults), never looked up as getattr(obj, "name", default): a typo there is silent."""
+    found = []
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call) and getattr(node.func, "id", "") == "getattr"
+                    and len(node.args) == 3 and isinstance(node.args[1], ast.Constant)
+                    and not node.args[1].value.startswith("__")):
+                found.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {ast.unparse(node)}")
+    assert not found, "\n".join(found)

@@ -2,71 +2,70 @@
 
     python -m launchpad.launch --spec PATH     runs one node (node_process/runner.py); - reads
                                                stdin
-    python -m launchpad.launch --pod-spec PATH runs the node of a Kubernetes pod, its spec and
-                                               secret from the pod's volumes
-                                               (kubernetes/pod.py)
     python -m launchpad.launch --standalone PATH
                                                runs one pickled node outside any launch (a
                                                MultiProcessingColocation's child, run by
                                                hand as Launchpad's tests do)
-    python -m launchpad.launch --agent PATH    a host agent: the Slurm step that starts and
-                                               watches its host's nodes
-                                               (node_process/host_agent.py)
-    python -m launchpad.launch --hold PATH     holds a cluster job for its program's controller
-                                               (slurm/job_holder.py)
-    python -m launchpad.launch --control PATH  a cluster job's batch step that is its program's
-                                               controller (slurm/detached.py)
-    python -m launchpad.launch --kubernetes-controller PATH
-                                               a Kubernetes program's controller, in its
-                                               own pod (kubernetes/controller.py)
+    python -m launchpad.launch --agent PATH    a host agent: starts and watches the nodes of
+                                               its host (node_process/host_agent.py)
+    python -m launchpad.launch --NAME PATH     an engine's entry point, from its row of the
+                                               table of engines (launchers.py): `--help`
+                                               lists them
 
-A module of its own, so that neither is imported by the package before it runs.
+A module of its own, so that none is imported by the package before it runs; each imports
+only what it runs (a node's process: the runner, and then its node's code).
 """
 
 import argparse
+from collections.abc import Callable
 
-parser = argparse.ArgumentParser(prog="python -m launchpad.launch",
-                                 description="Runs a node of a launchpad program, or holds "
-                                             "its cluster job.")
-what = parser.add_mutually_exclusive_group(required=True)
-what.add_argument("--spec", help="the node's spec: a private file, or - for stdin")
-what.add_argument("--pod-spec", metavar="PATH",
-                  help="the spec of a Kubernetes pod's node (mounted, sealed)")
-what.add_argument("--standalone", metavar="PATH",
-                  help="a pickled node (a private file), run outside any launch")
-what.add_argument("--agent", help="a host agent's spec (a private file)")
-what.add_argument("--hold", help="the job's holder file (a private file)")
-what.add_argument("--control", help="the launch's spec, run as the job's controller")
-what.add_argument("--kubernetes-controller", metavar="PATH",
-                  help="the launch's spec (mounted, sealed), run as the program's controller")
-args = parser.parse_args()
-# Each imports only what it runs: a node's process, the runner (and then its node's code).
-if args.spec:
+
+def _run_node(path: str) -> int:
     from launchpad.launch.node_process import runner
 
-    runner.exit_process(runner.run_process(runner.read_spec(args.spec)))
-elif args.pod_spec:
-    from launchpad.launch.kubernetes import pod
+    runner.exit_process(runner.run_process(runner.read_spec(path)))
+
+
+def _run_standalone(path: str) -> int:
     from launchpad.launch.node_process import runner
 
-    runner.exit_process(runner.run_process(pod.read_node_spec(args.pod_spec)))
-elif args.standalone:
-    from launchpad.launch.node_process import runner
+    runner.exit_process(runner.run_standalone(path))
 
-    runner.exit_process(runner.run_standalone(args.standalone))
-elif args.agent:
+
+def _run_agent(path: str) -> int:
     from launchpad.launch.node_process import host_agent
 
-    raise SystemExit(host_agent.run(args.agent))
-elif args.hold:
-    from launchpad.launch.slurm import job_holder
+    return host_agent.run(path)
 
-    raise SystemExit(job_holder.hold(args.hold))
-elif args.kubernetes_controller:
-    from launchpad.launch.kubernetes import controller as kubernetes_controller
 
-    raise SystemExit(kubernetes_controller.run(args.kubernetes_controller))
-else:
-    from launchpad.launch.slurm import detached as slurm_detached
+def _entry_points() -> dict[str, tuple[Callable[[str], int], str]]:
+    """What each --NAME runs, and its help: ours, then the engines'."""
+    from launchpad.launch import launchers
 
-    raise SystemExit(slurm_detached.run_controller(args.control))
+    entries = {
+        "spec": (_run_node, "the node's spec: a private file, or - for stdin"),
+        "standalone": (_run_standalone, "a pickled node (a private file), run outside any "
+                                        "launch"),
+        "agent": (_run_agent, "a host agent's spec (a private file)"),
+    }
+    for name, (engine, entry) in launchers.entry_points().items():
+        entries[name] = (lambda path, e=engine, f=entry.function: e.load(f)(path), entry.help)
+    return entries
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs what `argv` (default: the command line's) names; returns the exit status."""
+    entries = _entry_points()
+    parser = argparse.ArgumentParser(prog="python -m launchpad.launch",
+                                     description="Runs a node of a launchpad program, or "
+                                                 "what an engine runs on its hosts.")
+    what = parser.add_mutually_exclusive_group(required=True)
+    for name, (_, help_text) in entries.items():
+        what.add_argument(f"--{name}", metavar="PATH", dest=name, help=help_text)
+    args = vars(parser.parse_args(argv))
+    name, path = next((name, path) for name, path in args.items() if path is not None)
+    return entries[name][0](path)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

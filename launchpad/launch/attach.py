@@ -1,8 +1,8 @@
 """`lp.attach(run_id)`: the controller of a detached run, from any process of its user.
 
-The run's record (run_records.py) is found in the run folder, and the launcher whose run it
-is attaches to it (a detached Slurm or Ray run); a Kubernetes run is found in the cluster
-itself, by its launch label, in the namespace given.
+The run's record (run_records.py) is found in the run folder, and the launch type whose run
+it is attaches to it (each launcher's `detached_runs()`); a run found in its cluster rather
+than recorded here is looked up by its launch label, in the namespace given.
 """
 
 from __future__ import annotations
@@ -20,17 +20,18 @@ def attach(run_id: str, run_dir: str | None = None, *,
 
     Args:
       run_id: the run's id.
-      run_dir: the `lp.SlurmSettings(run_dir=...)` of a Slurm launch (default ~/.launchpad,
-        where Ray runs are recorded too).
-      namespace: for a Kubernetes run: its namespace (the run is found in the cluster of
-        the kubeconfig, by its launch label).
+      run_dir: the folder of run records the launch was given in its settings (default
+        ~/.launchpad).
+      namespace: for a run its cluster keeps rather than a run folder: its namespace (the run
+        is found in the cluster of the kubeconfig, by its launch label).
     Raises:
       LaunchError: there is no such run of this user (the runs there are named), or it is
         not a detached run.
     """
     folder = None if namespace is not None else run_records.find(run_id, run_dir)
     for launcher in launchers.every():
-        controller = launcher.attach(run_id, folder, namespace)
+        runs = launcher.detached_runs()
+        controller = runs.attach(run_id, folder, namespace) if runs is not None else None
         if controller is not None:
             return controller
     raise LaunchError(f"Run {run_id!r} is not a detached run: it was launched attached to "

@@ -22,17 +22,14 @@ from launchpad.context import LaunchType
 from launchpad.courier import TLS
 from launchpad.launch import launchers, run_registry
 from launchpad.launch import options as launch_options
-from launchpad.launch.kubernetes.settings import KubernetesSettings
-from launchpad.launch.ray.settings import RaySettings
 from launchpad.launch.runtime import at_exit, interrupts, state_store
 from launchpad.launch.runtime.controller import Controller
 from launchpad.launch.runtime.controllers import Controllers
 from launchpad.launch.runtime.dry_run import DryRun
 from launchpad.launch.runtime.errors import LaunchError
-from launchpad.launch.runtime.launcher import Launcher, LaunchOptions
+from launchpad.launch.runtime.launcher import Launcher, LaunchOptions, Plan
 from launchpad.launch.runtime.resources import Resources
 from launchpad.launch.runtime.terminals import NodeOutput
-from launchpad.launch.slurm.settings import SlurmSettings
 from launchpad.program import Program
 
 
@@ -47,9 +44,6 @@ def launch(programs: Program | Sequence[Program],
            controller_xm_requirements: dict | None = None,
            termination_notice_secs: float | None = None,
            resources: dict[str, Resources] | None = None,
-           slurm: SlurmSettings | None = None,
-           ray: RaySettings | None = None,
-           kubernetes: KubernetesSettings | None = None,
            tls: TLS | bool | None = None,
            liveness_timeout_secs: float = 10.0,
            startup_timeout_secs: float | None = None,
@@ -58,11 +52,12 @@ def launch(programs: Program | Sequence[Program],
            dashboard_port: int | None = None,
            dry_run: bool | None = None,
            resume: str | None = None,
-           resume_partial: bool = False) -> Controller | Controllers:
+           resume_partial: bool = False,
+           **engine_settings: Any) -> Controller | Controllers:
     """Launches a program (or several) and returns its controller (or a list of them, which
     also waits for and stops them all: Controllers).
 
-    When the launching script returns while a local_mt or local_mp program still runs, the
+    When the launching script returns while a program of this host still runs, the
     interpreter's exit waits for the program to stop, as in Launchpad (see at_exit.py).
     Each argument is documented once, with the check it gets, in options.py (the Args below
     are made from it).
@@ -78,22 +73,25 @@ def launch(programs: Program | Sequence[Program],
         controller_xm_requirements=controller_xm_requirements,
         local_resources=local_resources, test_case=test_case, terminal=terminal,
         serialize_py_nodes=serialize_py_nodes, termination_notice_secs=termination_notice_secs,
-        resources=resources, slurm=slurm, ray=ray, kubernetes=kubernetes, tls=tls,
+        resources=resources, engine_settings=engine_settings, tls=tls,
         liveness_timeout_secs=liveness_timeout_secs, startup_timeout_secs=startup_timeout_secs,
         detach=detach, status=status, dashboard_port=dashboard_port, dry_run=dry_run,
         resume=resume, resume_partial=resume_partial)
-    for program in checked:
-        launch_options.check_program(program, options)
-        launcher.validate(program, options)
-        if not options.dry_run:
-            _prepare(program, launcher, options)
+    plans = _prepare(checked, launcher, options)
     if options.dry_run:
-        started = [DryRun(p, launcher.name, launcher.plan(p, options)).say() for p in checked]
+        started = [DryRun(plan.program, launcher.name, plan.description).say()
+                   for plan in plans]
     elif options.detach:  # the controller runs in the cluster; so does the program
-        started = [launcher.launch_detached(program, options) for program in checked]
+        started = [launcher.detached_runs().launch(plan.program, options) for plan in plans]
     else:
-        host = launcher.controller_host(options)
-        started = [_start(program, launcher, options, host) for program in checked]
+        started = []
+        try:
+            for plan in plans:
+                started.append(_start(plan, launcher))
+        except BaseException:
+            for plan in plans[len(started) + 1:]:  # (the failed one undid its own)
+                _undo(None, plan.output, None)
+            raise
     return started[0] if single else Controllers(started)
 
 
@@ -109,7 +107,26 @@ def _check_program(program: Any) -> Program:
     return program
 
 
-def _prepare(program: Program, launcher: Launcher, options: LaunchOptions) -> None:
+def _prepare(programs: list[Program], launcher: Launcher,
+             options: LaunchOptions) -> list[Plan]:
+    """The launcher's plan of each program, every one refused before any starts; then,
+    unless it is a dry run, their nodes' launch contexts set."""
+    plans: list[Plan] = []
+    try:
+        for program in programs:
+            launch_options.check_program(program, options)
+            plans.append(launcher.prepare(program, options))
+    except BaseException:
+        for plan in plans:
+            _undo(None, plan.output, None)
+        raise
+    if not options.dry_run:
+        for program in programs:
+            _initialize_nodes(program, launcher, options)
+    return plans
+
+
+def _initialize_nodes(program: Program, launcher: Launcher, options: LaunchOptions) -> None:
     """What Launchpad's launchers did to every node first, for code that relies on it: its
     launch context set (the launch type; its group's `local_resources` entry under a process
     launch type), its input handles told of it (`Handle.connect`), and its addresses bound
@@ -126,27 +143,28 @@ def _prepare(program: Program, launcher: Launcher, options: LaunchOptions) -> No
                 address.unbind()
 
 
-def _start(program: Program, launcher: Launcher, options: LaunchOptions,
-           host: str) -> Controller:
-    """Starts `program` with its controller in this process: what the controller is given
-    is made first (its run's folder, where its nodes write, its dashboard's port); whatever
-    had started when the launch fails ends, and the error is the caller's."""
+def _start(plan: Plan, launcher: Launcher) -> Controller:
+    """Starts `plan` with its controller in this process: what the controller is given is
+    made first (its run's folder, its dashboard's port); whatever had started (and the
+    plan's output) when the launch fails ends, and the error is the caller's."""
+    program, options, output = plan.program, plan.options, plan.output
     # The run's folder: its record, and its nodes' states (kept, for a later resume=).
     stateful = bool(program.state_policies) or options.resume is not None
-    folder = run_registry.new_run(program.name) if launcher.recorded or stateful else None
-    output = dashboard = None
+    folder = dashboard = None
     try:
+        if launcher.recorded or stateful:
+            folder = run_registry.new_run(program.name)
         states = (state_store.prepare(program, os.path.basename(folder),
                                       state_store.state_folder(folder), options.resume,
                                       options.resume_partial) if stateful else None)
-        output = launcher.node_output(program, options)
         if options.dashboard is not None:  # a port taken fails the launch
             from launchpad.launch.dashboard import server as dashboard_server
             dashboard = dashboard_server.Dashboard(program, *options.dashboard)
         controller = Controller(
             program, launch_type=launcher.name, output=output,
             run_id=os.path.basename(folder) if folder else "", states=states,
-            dashboard_url=dashboard.url if dashboard else None, host=host, tls=options.tls,
+            dashboard_url=dashboard.url if dashboard else None, host=plan.controller_host,
+            one_host=plan.one_host, tls=options.tls,
             **options.clocks.controller_arguments())
     except BaseException:
         _undo(folder, output, dashboard)
@@ -156,7 +174,7 @@ def _start(program: Program, launcher: Launcher, options: LaunchOptions,
     try:
         if dashboard is not None:
             dashboard.serve(controller)
-        launcher.launch(program, controller, options)
+        launcher.start(plan, controller)
     except BaseException:
         controller.kill()  # whatever had started ends
         with contextlib.suppress(LaunchError):

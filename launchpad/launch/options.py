@@ -1,9 +1,10 @@
 """`lp.launch`'s options, checked in one place against one schema.
 
-As Ray checks `ray.remote`'s options against a table (`ray_option_utils`: each option's
-types, a check of its value, its default), every keyword of `lp.launch` besides the program
-and the launch type is an `Option` here: the types it takes, what else its value must be,
-and the --lp_* flag that gives it when it is not passed (launchpad/flags.py). `resolve`
+As a table of options checks a remote function's (each option's types, a check of its
+value, its default), every keyword of `lp.launch` besides the program, the launch type and
+the engines' settings (each engine's row of launchers.py) is an `Option` here: the types it
+takes, what else its value must be, and the --lp_* flag that gives it when it is not passed
+(launchpad/flags.py). `resolve`
 checks what was given against the schema and against the launcher (the terminals it has,
 the fields of lp.PythonProcess it honours, whether it detaches), and returns the
 `LaunchOptions` every launcher reads. Nothing is started before it returns. Each option
@@ -24,13 +25,11 @@ from absl import logging
 
 from launchpad import flags as lp_flags
 from launchpad.courier import TLS
-from launchpad.launch.kubernetes.settings import KubernetesSettings
-from launchpad.launch.ray.settings import RaySettings
+from launchpad.launch import launchers
 from launchpad.launch.runtime import resources as resources_lib
 from launchpad.launch.runtime import terminals
 from launchpad.launch.runtime.controller import DEFAULT_STARTUP_TIMEOUT_SECS
 from launchpad.launch.runtime.launcher import Clocks, Detach, Launcher, LaunchOptions
-from launchpad.launch.slurm.settings import SlurmSettings
 from launchpad.nodes.python.local_multi_processing import PythonProcess
 from launchpad.program import Program
 
@@ -110,18 +109,6 @@ OPTIONS: dict[str, Option] = {
         (Mapping,), "a dict: group label -> lp.Resources",
         doc="per-group needs for cluster launch types: group label -> lp.Resources (default "
             "one CPU per node); local launch types check the labels only."),
-    "slurm": Option(
-        (SlurmSettings,), "an lp.SlurmSettings",
-        doc='lp.SlurmSettings for launch_type="slurm" (partition, account, time limit, ...).'),
-    "ray": Option(
-        (RaySettings,), "an lp.RaySettings",
-        doc='lp.RaySettings for launch_type="ray" (the cluster to join, runtime_env, '
-            "placement of groups)."),
-    "kubernetes": Option(
-        (KubernetesSettings,), "an lp.KubernetesSettings",
-        doc='lp.KubernetesSettings for launch_type="kubernetes" (the image, required; '
-            "namespace, service account, ...). Kubernetes launches are always detached: the "
-            "controller runs in the cluster."),
     "tls": Option(
         (TLS, bool), "an lp.TLS, True (made for this launch) or None",
         doc="run every courier server and client of the program over TLS with mutual "
@@ -133,15 +120,15 @@ OPTIONS: dict[str, Option] = {
             "frozen) fails, or is restarted by its group's policy (default 10)."),
     "startup_timeout_secs": Option(
         _NUMBER, "a number > 0", check=_positive,
-        doc="a node whose process (Ray: actor) was made this long ago and has not yet "
+        doc="a node whose process (or actor, or pod) was made this long ago and has not yet "
             "reported that it started (its interpreter or an import hangs, the resources it "
             "needs never become free) fails, named, or is restarted by its group's policy "
-            "(default 600; a Slurm job's wait in the queue does not count). Under "
-            "kubernetes: lp.KubernetesSettings(startup_timeout_secs=...)."),
+            "(default 600; a cluster job's wait in its queue does not count). A launch type "
+            "that times starts its own way refuses it, saying how."),
     "detach": Option(
         (bool,), "True or False",
-        doc="put the controller inside the cluster (under slurm: the job's batch step; under "
-            "ray: a detached actor) and return at once a controller whose `run_id` "
+        doc="put the controller inside the cluster (a cluster job's batch step, a detached "
+            "actor) and return at once a controller whose `run_id` "
             "`lp.attach(run_id)` reconnects to later; the program outlives the launching "
             "process. Local launch types refuse it."),
     "status": Option(
@@ -158,8 +145,8 @@ OPTIONS: dict[str, Option] = {
             "reads --lp_dashboard_port; 0: no dashboard."),
     "dry_run": Option(
         (bool,), "True or False", flag="lp_dry_run",
-        doc="check everything, print what would be started (under slurm each node's host "
-            "slot and the sbatch request) and start nothing; lp.launch then returns a DryRun, "
+        doc="check everything, print what would be started (on a cluster each node's host "
+            "slot and the job's request) and start nothing; lp.launch then returns a DryRun, "
             "whose waits return at once. None reads --lp_dry_run."),
     "resume": Option(
         (str,), "the id of an earlier run of this user", flag="lp_resume",
@@ -187,7 +174,6 @@ _ARGUMENTS = {
                  "go without one, as in Launchpad: the program then runs until it is stopped, "
                  "or until the interpreter exits, which stops it.",
 }
-_SETTINGS = {"slurm", "ray", "kubernetes"}  # each launcher reads its own (settings_keyword)
 _XM_OPTIONS = ("xm_resources", "controller_xm_requirements")
 _xm_noted = False
 
@@ -198,17 +184,22 @@ def document(function: Callable[..., Any]) -> str | None:
     it (None under `python -OO`, which drops it)."""
     if function.__doc__ is None:
         return None
+    documented = {**_ARGUMENTS, **{name: option.doc for name, option in OPTIONS.items()}}
     lines = ["Args:"]
-    for name in inspect.signature(function).parameters:
-        text = OPTIONS[name].doc if name in OPTIONS else _ARGUMENTS[name]
-        lines += textwrap.wrap(f"{name}: {text}", 92, initial_indent="  ",
-                               subsequent_indent="    ")
+    for name, parameter in inspect.signature(function).parameters.items():
+        texts = ([(keyword, row.doc) for keyword, (_, row) in launchers.settings().items()]
+                 if parameter.kind is parameter.VAR_KEYWORD else [(name, documented[name])])
+        for keyword, text in texts:
+            lines += textwrap.wrap(f"{keyword}: {text}", 92, initial_indent="  ",
+                                   subsequent_indent="    ")
     return inspect.cleandoc(function.__doc__).replace(
         "\nRaises:", "\n" + "\n".join(lines) + "\n\nRaises:")
 
 
-def resolve(launcher: Launcher, programs: int, **given: Any) -> LaunchOptions:
-    """Checks what `lp.launch` was given for `programs` programs under `launcher`.
+def resolve(launcher: Launcher, programs: int,
+            engine_settings: Mapping[str, Any] | None = None, **given: Any) -> LaunchOptions:
+    """Checks what `lp.launch` was given for `programs` programs under `launcher`;
+    `engine_settings` are its keywords for the engines (each engine's `Settings` row).
 
     Raises:
       TypeError, ValueError: an option is bad, or not for this launcher (named).
@@ -216,9 +207,7 @@ def resolve(launcher: Launcher, programs: int, **given: Any) -> LaunchOptions:
     _ignore_xm_options(launcher, {name: given.pop(name, None) for name in _XM_OPTIONS})
     test_case = given.pop("test_case", None)
     values = {name: option.value(name, given.get(name)) for name, option in OPTIONS.items()}
-    settings = values[launcher.settings_keyword] if launcher.settings_keyword else None
-    if launcher.settings_keyword and settings is None:
-        settings = launcher.settings_from_flags()
+    settings = _settings(launcher, engine_settings or {})
     detach = bool(values["detach"]) or launcher.detach is Detach.ALWAYS
     if detach and launcher.detach is Detach.NEVER:
         raise ValueError(f"detach=True needs a cluster launch type, not {launcher.name!r}: "
@@ -239,6 +228,24 @@ def resolve(launcher: Launcher, programs: int, **given: Any) -> LaunchOptions:
         resume=values["resume"], resume_partial=bool(values["resume_partial"]))
 
 
+def _settings(launcher: Launcher, given: Mapping[str, Any]) -> Any:
+    """The settings `launcher` reads of `given` (each engine's keyword checked for its
+    type), else those its --lp_* flags give; None for its defaults."""
+    known = launchers.settings()
+    for keyword, value in given.items():
+        if keyword not in known:
+            raise TypeError(f"lp.launch() got an unexpected keyword argument {keyword!r}; "
+                            f"its engines' keywords are {', '.join(sorted(known))}")
+        engine, row = known[keyword]
+        settings_type = engine.load(row.type)
+        if value is not None and not isinstance(value, settings_type):
+            raise TypeError(f"{keyword}={value!r}: {keyword} must be an "
+                            f"lp.{settings_type.__name__}")
+    keyword = launchers.settings_keyword(launcher)
+    chosen = given.get(keyword) if keyword else None
+    return chosen if chosen is not None or not keyword else launcher.settings_from_flags()
+
+
 def check_program(program: Program, options: LaunchOptions) -> None:
     """Refuses `resources` that name groups `program` does not have. `local_resources` for
     such groups are ignored, as Launchpad ignores them (code written for it passes one dict
@@ -254,10 +261,10 @@ def check_program(program: Program, options: LaunchOptions) -> None:
 def _clocks(launcher: Launcher, values: dict[str, Any]) -> Clocks:
     grace = values["termination_notice_secs"]
     startup = values["startup_timeout_secs"]
-    if not launcher.times_startup and startup is not None:
-        raise ValueError(f"startup_timeout_secs: under {launcher.name} a pod's start is timed "
-                         "by lp.KubernetesSettings(startup_timeout_secs=...)")
-    if launcher.times_startup and startup is None:
+    if launcher.startup_timed_by and startup is not None:
+        raise ValueError(f"startup_timeout_secs: under {launcher.name} "
+                         f"{launcher.startup_timed_by}")
+    if not launcher.startup_timed_by and startup is None:
         startup = DEFAULT_STARTUP_TIMEOUT_SECS
     liveness = values["liveness_timeout_secs"]
     return Clocks(termination_notice_secs=NEVER_END_SECS if grace < 0 else grace,

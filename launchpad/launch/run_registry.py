@@ -12,7 +12,7 @@ TLS certificates, if any) and where the nodes' logs are. The launching process r
 when the program ends. The test_* launch types record nothing: their programs belong to the
 test that launched them, and a test suite would churn the user's registry with them.
 
-Detached runs keep records of their own, which their launchers read (`records_run`,
+Detached runs keep records of their own, which their launchers read (`detached_runs()`,
 `run_of`: slurm/detached.py, ray/detached.py); `runs()` reads every kind into a
 `run_records.Run`, checking each folder and file before reading (no other
 user may have been able to write them: private_files.py). A run is listed while its
@@ -120,10 +120,9 @@ def read(folder: str) -> run_records.Run | None:
     try:
         data = private_files.read_private(os.path.join(folder, RECORD))
     except FileNotFoundError:  # a detached run's, which its launcher records
-        for launcher in launchers.every():
-            if launcher.records_run(folder):
-                return launcher.run_of(folder)
-        return None
+        runs = (launcher.detached_runs() for launcher in launchers.every())
+        return next((run for run in (r.run_of(folder) for r in runs if r is not None)
+                     if run is not None), None)
     record = json.loads(data)
     if record.get("version") != _VERSION:
         raise ValueError(f"record version {record.get('version')!r}, expected {_VERSION}")

@@ -1,120 +1,24 @@
-"""What every node type shares: the node (what runs) and its handle (what others hold).
+"""What every node type shares: the node (what runs), made of its arguments and handles.
 
 A node describes its work; a launcher decides where it runs (a thread, a process, a job) and
-calls `node.run()` there, inside the node's context (launchpad.context). Handles found anywhere
+calls `node.run()` there, inside the node's context (running.py). Handles found anywhere
 in a node's arguments - in lists, tuples, namedtuples, dicts, sets, dataclasses or `Deferred`
-constructors - are turned into clients in the node's own process, just before its code runs.
+constructors - are turned into clients in the node's own process, just before its code runs
+(handles.py; `Handle` is importable from here too, Launchpad's path of it).
 """
 
 from __future__ import annotations
 
 import abc
-import contextlib
 import functools
-from collections.abc import Callable, Iterator
 from typing import Any
-
-import portpicker
 
 from launchpad import context, stopping
 from launchpad.address import Address
-from launchpad.errors import NoContextError
-from launchpad.nodes import thread_interrupt
-from launchpad.nodes.dereference import Dereferenceable, placeholders_in
-from launchpad.nodes.errors import Interrupted
+from launchpad.nodes import group
+from launchpad.nodes.dereference import placeholders_in
+from launchpad.nodes.handles import Handle
 from launchpad.program import GraphNode, Program
-
-
-class Handle(Dereferenceable):
-    """A reference to a node of a program; `dereference()` gives a client of it.
-
-    A handle may be made before its node is added to a program (as for the nodes of a
-    colocation); it reads the node's place when used. It pickles as (program name, label,
-    index, options) and finds its program's controller through the context of the process
-    that dereferences it.
-    """
-
-    def __init__(self, node: "Node"):
-        self._node: Node | None = node  # not pickled
-        self._identity: tuple[str, str, int] | None = None  # set when pickled
-        node._track_handle(self)
-
-    def _where(self) -> tuple[str, str, int]:
-        """(program name, label, index) of the node."""
-        if self._node is None:
-            return self._identity
-        if not self._node.is_added():
-            raise ValueError(f"A handle of {self._node!r} is used, but the node is in no "
-                             "program: add it (or the colocation node holding it) first")
-        return self._node.program_name, self._node.label, self._node.index
-
-    @property
-    def _program_name(self) -> str:
-        return self._where()[0]
-
-    @property
-    def _label(self) -> str:
-        return self._where()[1]
-
-    @property
-    def _index(self) -> int:
-        return self._where()[2]
-
-    @property
-    def node_name(self) -> str:
-        return f"{self._label}/{self._index}"
-
-    def __getstate__(self) -> dict:
-        return {**self.__dict__, "_node": None, "_identity": self._where()}
-
-    def __getattr__(self, name: str) -> Any:
-        # Only for attributes a handle does not have: a method of its node called on the
-        # handle itself, before it became a client.
-        if name.startswith("_"):
-            raise AttributeError(name)
-        raise AttributeError(f"{type(self).__name__} object has no attribute {name!r}: a "
-                             "handle is turned into a client of its node where it is used "
-                             "(a node's arguments are, by themselves); elsewhere call "
-                             "handle.dereference() first")
-
-    @abc.abstractmethod
-    def dereference(self) -> Any:
-        """Returns a client of the node in the running program."""
-
-    def connect(self, node: "Node", label: str) -> None:
-        """Told, at launch, of the node that holds it (Launchpad's hook for handle types that
-        configure themselves for their holder); ours need nothing."""
-
-    def transform(self, executables: Any) -> Any:
-        """Launchpad's hook over its launchers' executables; ours have none to change."""
-        return executables
-
-    def _program_context(self) -> context.NodeContext:
-        """The running program's context as seen from here (a node, or the launcher)."""
-        found = context.current_or_none()
-        if found is not None and found.program_name == self._program_name:
-            return found
-        program = self._node.program if self._node is not None else None
-        launched = context.launch_of(program) if program is not None else None
-        if launched is not None:
-            return launched
-        raise NoContextError(
-            f"Handle of node {self.node_name} of program {self._program_name!r} can only be "
-            "dereferenced in a node of that program, or after lp.launch() of it")
-
-    def __repr__(self) -> str:
-        if self._node is not None and not self._node.is_added():
-            return f"<{type(self).__name__} of {self._node!r}>"
-        return f"<{type(self).__name__} {self._program_name}:{self.node_name}>"
-
-
-class UnservedHandle(Handle):
-    """Handle of a node that serves nothing (PyNode, PyClassNode): it cannot be called."""
-
-    def dereference(self) -> Any:
-        raise TypeError(
-            f"Node {self.node_name} of program {self._program_name!r} serves no methods, so "
-            "its handle cannot be dereferenced; use lp.CourierNode to call a node")
 
 
 class Node(GraphNode):
@@ -140,8 +44,9 @@ class Node(GraphNode):
                             launch_config: Any) -> None:
         """Sets the node's launch context: `lp.launch` calls it for every node, as
         Launchpad's launchers did (and custom launchers built on them do)."""
+        launch_type = context.launch_type_of(launch_type)  # (an engine's own, if not ours)
         self._launch_context.initialize(launch_type, launch_config,
-                                        stopping.make_program_stopper(launch_type))
+                                        stopping.ProgramStopper(launch_type))
 
     def bind_addresses(self, **kwargs: Any) -> None:
         """Launchpad's hook by which its launchers bound a node's addresses; ours register
@@ -202,13 +107,11 @@ class Node(GraphNode):
         return found
 
     def called_groups(self) -> list[str]:
-        from launchpad.nodes import group  # (group.py builds on this module)
         labels = [placeholder.group_label() for placeholder in placeholders_in(self.arguments())
                   if isinstance(placeholder, group.GroupHandle)]
         return list(dict.fromkeys(label for label in labels if label))
 
     def create_group_handle(self, nodes: list[GraphNode]) -> Any:
-        from launchpad.nodes import group  # (group.py builds on this module)
         return group.GroupHandle([node.create_handle() for node in nodes])
 
     def kind(self) -> str:
@@ -285,81 +188,6 @@ class Node(GraphNode):
     def __repr__(self) -> str:
         where = f" {self.name}" if self.program is not None else ""
         return f"<{type(self).__name__}{where} {self.default_label()}>"
-
-
-@contextlib.contextmanager
-def running_context() -> Iterator[context.NodeContext]:
-    """The context a node's run sees: its own, or - for a node run outside any launch - the
-    process's standalone one, entered for the run (so the node's code finds it)."""
-    found = context.current_or_none()
-    if found is not None:
-        yield found
-        return
-    outside = context.outside()
-    token = context.enter(outside)
-    try:
-        yield outside
-    finally:
-        context.leave(token)
-
-
-def running_state() -> Any:
-    """The saved states of the node running here (a NodeState of the launcher's), or None
-    when its group keeps no state or no launched node runs here."""
-    found = context.current_or_none()
-    return found.state if found is not None else None
-
-
-def run_keeping_state(run: Callable[[], Any]) -> None:
-    """Runs a node's object's `run()`. When the node keeps state: a save that fails ends the
-    run at once, as the node's failure (thread_interrupt.py); a run that raises saves the
-    state first, its object still able to answer (for the restart, or a later resume)."""
-    state = running_state()
-    if state is None or not state.attached:
-        run()
-        return
-    interrupt = thread_interrupt.ThreadInterrupt()
-    state.when_save_fails(interrupt.fire)
-    try:
-        try:
-            run()
-        except Exception:
-            state.save_after_failure(context.current().termination_notice_secs)
-            raise
-        finally:
-            state.when_save_fails(None)
-            interrupt.disarm()
-    except Interrupted:
-        raise state.failure from None
-    if state.failure is not None:
-        raise state.failure
-
-
-def run_in_context(node: Node, node_context: context.NodeContext) -> BaseException | None:
-    """Runs `node` on this thread inside `node_context`; returns what it raised, or None.
-
-    The one place a node's code runs: in a runner (a thread or process a launcher started)
-    and in a MultiThreadingColocation's threads. Whoever called it reports the outcome.
-
-    First every address the node allocated (but those its servers register themselves) gets
-    a free port of this host, registered with the program's controller, so that
-    `Address.resolve()` works anywhere in the program once the node's code runs."""
-    if node.launch_context.initialized:
-        node_context.launch_config = node.launch_context.launch_config
-    token = context.enter(node_context)
-    try:
-        if not node_context.standalone:
-            for address in node.own_addresses():
-                if not address.registered_by_node and not address.bound:
-                    node_context.controller.register(
-                        node.label, node.index, address.name,
-                        node_context.endpoint(portpicker.pick_unused_port()))
-        node.run()
-    except BaseException as e:  # noqa: BLE001 - the caller reports it, whatever it is
-        return e
-    finally:
-        context.leave(token)
-    return None
 
 
 def registers_own_address(node: Node, node_type: type[Node]) -> bool:

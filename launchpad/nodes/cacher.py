@@ -20,7 +20,7 @@ from typing import Any
 from absl import logging
 
 from launchpad import context
-from launchpad.nodes import base
+from launchpad.nodes import handles
 from launchpad.nodes.courier import node as courier
 from launchpad.nodes.errors import StaleDataError
 
@@ -88,9 +88,9 @@ class CacherNode(courier.CourierNode):
       stale_after_ms: results older than this are never served.
     """
 
-    def __init__(self, source: base.Handle, refresh_interval_ms: float, stale_after_ms: float,
+    def __init__(self, source: handles.Handle, refresh_interval_ms: float, stale_after_ms: float,
                  **courier_kwargs: Any):
-        if not isinstance(source, base.Handle):
+        if not isinstance(source, handles.Handle):
             raise TypeError(f"CacherNode caches a node: pass its handle, got {source!r}")
         if refresh_interval_ms <= 0 or stale_after_ms <= 0:
             raise ValueError("refresh_interval_ms and stale_after_ms must be positive, got "

@@ -30,7 +30,7 @@ import cloudpickle
 from absl import logging
 
 from launchpad import context
-from launchpad.nodes import base
+from launchpad.nodes import base, handles, running
 from launchpad.nodes.errors import ColocationError
 from launchpad.program import Program, RestartPolicy
 
@@ -44,7 +44,7 @@ class _Colocation(base.Node):
         for node in nodes:
             self.add_node(node)
 
-    def add_node(self, node: base.Node) -> base.Handle:
+    def add_node(self, node: base.Node) -> handles.Handle:
         """Adds `node` to this colocation (before the colocation joins a program); returns
         its handle."""
         if not isinstance(node, base.Node):
@@ -72,8 +72,8 @@ class _Colocation(base.Node):
     def inner_nodes(self) -> list[base.Node]:
         return list(self._nodes)
 
-    def create_handle(self) -> base.Handle:
-        return base.UnservedHandle(self)
+    def create_handle(self) -> handles.Handle:
+        return handles.UnservedHandle(self)
 
     def default_label(self) -> str:
         return "colocation"
@@ -97,14 +97,14 @@ class MultiThreadingColocation(_Colocation):
 
     def run(self) -> None:
         self._check_not_empty()
-        with base.running_context() as parent:
+        with running.running_context() as parent:
             self._run_threads(parent)
 
     def _run_threads(self, parent: context.NodeContext) -> None:
         ended: queue.SimpleQueue = queue.SimpleQueue()
 
         def run(node: base.Node, node_context: context.NodeContext) -> None:
-            ended.put((node, base.run_in_context(node, node_context)))
+            ended.put((node, running.run_in_context(node, node_context)))
 
         for node in self._nodes:
             threading.Thread(target=run, args=(node, parent.child(node.label, node.index)),
@@ -136,7 +136,7 @@ class MultiProcessingColocation(_Colocation):
 
     def run(self) -> None:
         self._check_not_empty()
-        with base.running_context() as parent:
+        with running.running_context() as parent:
             if parent.process_starter is None:
                 self._run_standalone()
             else:

@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from launchpad import context, courier
-from launchpad.nodes.base import Handle
 from launchpad.nodes.dereference import Dereferenceable
+from launchpad.nodes.handles import Handle
 
 
 class GroupHandle(Dereferenceable):

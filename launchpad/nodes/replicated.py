@@ -44,7 +44,7 @@ import portpicker
 from absl import logging
 
 from launchpad import context, courier
-from launchpad.nodes import base, dereference
+from launchpad.nodes import base, dereference, handles, running
 from launchpad.nodes.courier.node import (
     CourierHandle,
     client_options,
@@ -154,7 +154,7 @@ class ReplicatedNode(base.Node):
     def companion_nodes(self) -> list[base.Node]:
         return self._tasks[1:]
 
-    def create_handle(self) -> base.Handle:
+    def create_handle(self) -> handles.Handle:
         return CourierHandle(self, self._client_kwargs)
 
     def default_label(self) -> str:
@@ -184,8 +184,8 @@ class _ReplicaTask(base.Node):
         self._plan = plan
         self._role_index = role_index
 
-    def create_handle(self) -> base.Handle:
-        return base.UnservedHandle(self)
+    def create_handle(self) -> handles.Handle:
+        return handles.UnservedHandle(self)
 
     def default_label(self) -> str:
         return "trainer"
@@ -255,7 +255,7 @@ def _run_task(plan: _Plan, role_index: int) -> None:
         with replicator.scope():
             trainer = plan.cls(replicator, *dereference.dereference_all(plan.args),
                                **dereference.dereference_all(plan.kwargs))
-        runs = callable(getattr(trainer, "run", None))
+        runs = isinstance(trainer, running.Runnable)
         if role_index == 0 and not runs and cluster is not None and cluster.mode == "sync":
             server.serve(_ReplayOnPeers(trainer, [
                 node.client_of(node.label, plan.first_index + other)

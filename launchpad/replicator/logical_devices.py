@@ -66,7 +66,10 @@ class LogicalDevices:
         """Ops made in this context (in the step) run on this replica's device `index`."""
         index = self._checked(index)
         context = tf.distribute.get_replica_context()
-        device = getattr(context, "devices", None) if context is not None else None
+        try:  # (not every replica context of every TF version says its devices)
+            device = context.devices if context is not None else None
+        except AttributeError:
+            device = None
         while isinstance(device, (list, tuple)) and device:  # (nested, by TF version)
             device = device[0]
         replica = self._replica_of.get(_key(device)) if isinstance(device, str) else None

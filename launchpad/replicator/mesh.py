@@ -205,7 +205,12 @@ def _keras_optimizer_making_it() -> str | None:
 def layout_of(variable: Any) -> tuple[str | None, ...] | None:
     """The mesh axis each dimension of `variable` is split along (None: not split); None for
     a variable of no mesh (any other mode)."""
-    inner = variable if isinstance(variable, tf.Variable) else getattr(variable, "value", None)
+    inner = variable
+    if not isinstance(variable, tf.Variable):
+        try:  # a Keras variable: the tf.Variable behind it
+            inner = variable.value
+        except AttributeError:
+            return None
     if not isinstance(inner, dtensor.DVariable):
         return None
     specs = dtensor.fetch_layout(inner).sharding_specs

@@ -43,6 +43,13 @@ class Graph:
             return self._picture
 
 
+def _stderr_of(error: Exception) -> str:
+    """The end of what dot wrote to stderr before it failed ("" if it did not run)."""
+    if isinstance(error, subprocess.CalledProcessError) and error.stderr:
+        return error.stderr.decode(errors="replace")[-500:]
+    return ""
+
+
 def _draw(program: Program) -> Picture:
     source = program.to_dot()
     dot = shutil.which("dot")
@@ -53,6 +60,6 @@ def _draw(program: Program) -> Picture:
                                timeout=_DOT_TIMEOUT_SECS, check=True)
     except (OSError, subprocess.SubprocessError) as e:
         logging.warning("The dashboard could not draw program %s with dot: %s %s",
-                        program.name, e, (getattr(e, "stderr", None) or b"").decode()[-500:])
+                        program.name, e, _stderr_of(e))
         return Picture(None, source)
     return Picture(drawn.stdout, source)

@@ -40,13 +40,14 @@ from launchpad.launch.kubernetes import states as kubernetes_states
 from launchpad.launch.kubernetes.manifests import LaunchSpec
 from launchpad.launch.runtime import errors
 from launchpad.launch.runtime.controller import Controller
+from launchpad.launch.runtime.ending import NodeWorker
 from launchpad.program import Program
 
 OUTCOME_PREFIX = "launchpad-outcome: "
 _FAILED = 1  # the exit code a node's runner gives when its node raised
 
 
-class PodWorker:
+class PodWorker(NodeWorker):
     """A node's pod, as its controller sees it (see the module doc; a NodeWorker).
 
     Args:

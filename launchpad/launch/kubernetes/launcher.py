@@ -26,10 +26,16 @@ from typing import Any
 
 from launchpad.launch.kubernetes import manifests as kubernetes_manifests
 from launchpad.launch.kubernetes.controller import OUTCOME_PREFIX
+from launchpad.launch.kubernetes.errors import KubernetesError
 from launchpad.launch.kubernetes.manifests import LAUNCH_LABEL, NAME_ANNOTATION, ROLE_LABEL
 from launchpad.launch.runtime import errors
-from launchpad.launch.runtime.errors import KubernetesError
-from launchpad.launch.runtime.launcher import Detach, Launcher, LaunchOptions
+from launchpad.launch.runtime.launcher import (
+    Detach,
+    DetachedRuns,
+    Launcher,
+    LaunchOptions,
+    Plan,
+)
 from launchpad.launch.runtime.remote import RemoteController
 from launchpad.program import Program
 
@@ -59,18 +65,28 @@ class KubernetesLauncher(Launcher):
 
     name = "kubernetes"
     where_nodes_run = "a pod"
-    cluster = True
     detach = Detach.ALWAYS
-    settings_keyword = "kubernetes"
-    times_startup = False
+    startup_timed_by = "a pod's start is timed by lp.KubernetesSettings(startup_timeout_secs=...)"
 
-    def validate(self, program: Program, options: LaunchOptions) -> None:
+    def prepare(self, program: Program, options: LaunchOptions) -> Plan:
         """Refuses a launch that could not start: no client, no settings or no image."""
         _client()
         kubernetes_manifests.check_settings(options.settings)
+        return Plan(program, options, self.describe(program))
 
-    def launch_detached(self, program: Program, options: LaunchOptions) -> RemoteController:
+    def detached_runs(self) -> DetachedRuns:
+        return KubernetesRuns()
+
+
+class KubernetesRuns:
+    """Kubernetes launches, found in their cluster (runtime/launcher.DetachedRuns)."""
+
+    def launch(self, program: Program, options: LaunchOptions) -> RemoteController:
         return launch(program, options)
+
+    def run_of(self, folder: str) -> None:
+        """None: a Kubernetes launch keeps no record here (its cluster has it)."""
+        return None
 
     def attach(self, run_id: str, folder: str | None,
                namespace: str | None) -> RemoteController | None:

@@ -26,6 +26,7 @@ import dataclasses
 import hashlib
 import hmac
 import os
+from typing import NoReturn
 
 from launchpad.courier import TLS
 from launchpad.launch.runtime import private_files, spec
@@ -114,3 +115,10 @@ def read_spec(path: str, secret_dir: str) -> spec.NodeSpec:
     token, tls = read_secret(secret_dir)
     node_spec = spec.decode(read_sealed(path, token))
     return dataclasses.replace(node_spec, token=token, tls=tls)
+
+
+def run_node(path: str) -> NoReturn:
+    """Runs the node of this pod: `python -m launchpad.launch --pod-spec PATH`."""
+    from launchpad.launch.node_process import runner  # (a node's process, and only there)
+
+    runner.exit_process(runner.run_process(read_node_spec(path)))

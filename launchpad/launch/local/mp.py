@@ -20,7 +20,7 @@ from launchpad.launch.local import live_status
 from launchpad.launch.node_process import fork_server
 from launchpad.launch.runtime import private_files, spec, terminals
 from launchpad.launch.runtime.controller import Controller
-from launchpad.launch.runtime.launcher import Launcher, LaunchOptions
+from launchpad.launch.runtime.launcher import Launcher, LaunchOptions, Plan
 from launchpad.launch.runtime.process import NodeProcess
 from launchpad.launch.runtime.terminals import NodeOutput
 from launchpad.nodes.python.local_multi_processing import PythonProcess
@@ -56,28 +56,18 @@ class ProcessesLauncher(Launcher):
     terminals = frozenset(terminals.TERMINALS)
     process_fields = frozenset(field.name for field in dataclasses.fields(PythonProcess))
 
-    def node_output(self, program: Program, options: LaunchOptions) -> NodeOutput:
-        run_dir = make_run_dir(program.name)
-        # current_terminal copies each node's output to its log too, so that `launchpad
-        # logs` can read it while the program runs; the copies go with the program (the
-        # terminal showed them). output_to_files writes where Launchpad's did (its logging
-        # folder, output_files.py), and its files stay.
-        try:
-            term = terminals.make(options.terminal, program.name, run_dir, keep_logs=True,
-                                  nodes=[node.name for node in program.get_all_nodes()])
-        except BaseException:
-            shutil.rmtree(run_dir, ignore_errors=True)  # (nothing in it yet)
-            raise
-        kept = term.folder if isinstance(term, terminals.FilesTerminal) else None
-        return NodeOutput(run_dir, term, kept)
+    def prepare(self, program: Program, options: LaunchOptions) -> Plan:
+        plan = super().prepare(program, options)
+        if not options.starts_here:
+            return plan
+        return dataclasses.replace(plan, output=_node_output(program, options))
 
-    def launch(self, program: Program, controller: Controller,
-               options: LaunchOptions) -> None:
-        output = controller.output
+    def start(self, plan: Plan, controller: Controller) -> None:
+        output, options = plan.output, plan.options
         spawner = fork_server.ForkServer()
         controller.on_finish(lambda: _clean_up(output, spawner))
         node_processes = []
-        for node in program.get_all_nodes():
+        for node in plan.program.get_all_nodes():
             settings = options.local_resources.get(node.label) or PythonProcess()
             node_spec = spec.make_spec(
                 node, controller.launcher_context, node.label, node.index,
@@ -95,3 +85,20 @@ class ProcessesLauncher(Launcher):
             node_process.start()
         if options.live_status:
             live_status.start(controller)
+
+
+def _node_output(program: Program, options: LaunchOptions) -> NodeOutput:
+    """Where the nodes of `program` write: a private run folder, and its terminal."""
+    run_dir = make_run_dir(program.name)
+    # current_terminal copies each node's output to its log too, so that `launchpad
+    # logs` can read it while the program runs; the copies go with the program (the
+    # terminal showed them). output_to_files writes where Launchpad's did (its logging
+    # folder, output_files.py), and its files stay.
+    try:
+        term = terminals.make(options.terminal, program.name, run_dir, keep_logs=True,
+                              nodes=[node.name for node in program.get_all_nodes()])
+    except BaseException:
+        shutil.rmtree(run_dir, ignore_errors=True)  # (nothing in it yet)
+        raise
+    kept = term.folder if isinstance(term, terminals.FilesTerminal) else None
+    return NodeOutput(run_dir, term, kept)

@@ -15,12 +15,13 @@ from launchpad.launch.local import live_status
 from launchpad.launch.node_process import runner
 from launchpad.launch.runtime import serialization
 from launchpad.launch.runtime.controller import Controller
-from launchpad.launch.runtime.launcher import Launcher, LaunchOptions
+from launchpad.launch.runtime.ending import NodeWorker
+from launchpad.launch.runtime.launcher import Launcher, Plan
 from launchpad.nodes.base import Node
 from launchpad.program import Program
 
 
-class ThreadWorker:
+class ThreadWorker(NodeWorker):
     """A node running in a thread of this process."""
 
     spawned_at = None  # its runner reports the start before any of the node's code runs
@@ -34,6 +35,8 @@ class ThreadWorker:
         self.attempt = 0
         self.ended_by_launcher = False  # a thread is never ended from outside
         self._error: BaseException | None = None
+        self._lock = threading.Lock()
+        self._ended_unstarted = False  # the program ended before its thread was started
         self._thread = self._new_thread()
 
     def _new_thread(self) -> threading.Thread:
@@ -41,7 +44,11 @@ class ThreadWorker:
                                 name=f"lp:{self._controller.program_name}:{self.name}")
 
     def start(self) -> None:
-        self._thread.start()
+        """Starts the node's thread, unless the program has ended already (a node of it
+        failed while the launcher was still starting the others)."""
+        with self._lock:
+            if not self._ended_unstarted:
+                self._thread.start()
 
     def restart(self) -> None:
         self.returncode = None
@@ -64,6 +71,10 @@ class ThreadWorker:
         return "finished" if error is None else f"{type(error).__name__}: {error}"
 
     def join(self, timeout: float) -> bool:
+        with self._lock:
+            if self._thread.ident is None:  # never started: it never will be
+                self._ended_unstarted = True
+                return True
         self._thread.join(timeout)
         return not self._thread.is_alive()
 
@@ -83,12 +94,11 @@ class ThreadsLauncher(Launcher):
     live_status = True
     serialize_by_default = False  # (test_mt pickles each node first, as a process would)
 
-    def launch(self, program: Program, controller: Controller,
-               options: LaunchOptions) -> None:
-        serialize = options.serialize_py_nodes
-        start_threads(program, controller, self.serialize_by_default if serialize is None
+    def start(self, plan: Plan, controller: Controller) -> None:
+        serialize = plan.options.serialize_py_nodes
+        start_threads(plan.program, controller, self.serialize_by_default if serialize is None
                       else serialize)
-        if options.live_status:
+        if plan.options.live_status:
             live_status.start(controller)
 
 

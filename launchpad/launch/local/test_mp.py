@@ -6,7 +6,7 @@ from __future__ import annotations
 from launchpad.launch.local import mp as local_mp
 from launchpad.launch.local import test_mt
 from launchpad.launch.runtime.controller import Controller
-from launchpad.launch.runtime.launcher import LaunchOptions
+from launchpad.launch.runtime.launcher import LaunchOptions, Plan
 from launchpad.program import Program
 
 
@@ -17,10 +17,10 @@ class InTestProcessesLauncher(local_mp.ProcessesLauncher):
     recorded = False
     live_status = False
 
-    def validate(self, program: Program, options: LaunchOptions) -> None:
+    def prepare(self, program: Program, options: LaunchOptions) -> Plan:
         test_mt.check_test_case(options.test_case, "test_mp", "local_mp")
+        return super().prepare(program, options)
 
-    def launch(self, program: Program, controller: Controller,
-               options: LaunchOptions) -> None:
-        test_mt.stop_at_cleanup(options.test_case, controller)
-        super().launch(program, controller, options)
+    def start(self, plan: Plan, controller: Controller) -> None:
+        test_mt.stop_at_cleanup(plan.options.test_case, controller)
+        super().start(plan, controller)

@@ -12,7 +12,7 @@ from typing import Any
 from launchpad.launch.local import mt as local_mt
 from launchpad.launch.runtime import at_exit
 from launchpad.launch.runtime.controller import Controller
-from launchpad.launch.runtime.launcher import LaunchOptions
+from launchpad.launch.runtime.launcher import LaunchOptions, Plan
 from launchpad.program import Program
 
 
@@ -49,14 +49,15 @@ class InTestThreadsLauncher(local_mt.ThreadsLauncher):
     live_status = False
     serialize_by_default = True
 
-    def validate(self, program: Program, options: LaunchOptions) -> None:
+    def prepare(self, program: Program, options: LaunchOptions) -> Plan:
         if options.test_case is not None:
             check_test_case(options.test_case, "test_mt", "local_mt")
+        return super().prepare(program, options)
 
-    def launch(self, program: Program, controller: Controller,
-               options: LaunchOptions) -> None:
-        if options.test_case is not None:
-            stop_at_cleanup(options.test_case, controller)
-        super().launch(program, controller, options)
-        if options.test_case is None:
+    def start(self, plan: Plan, controller: Controller) -> None:
+        test_case = plan.options.test_case
+        if test_case is not None:
+            stop_at_cleanup(test_case, controller)
+        super().start(plan, controller)
+        if test_case is None:
             at_exit.stop(controller)  # the interpreter's exit stops it, as in Launchpad

@@ -37,14 +37,14 @@ from collections.abc import Callable
 
 from launchpad import courier
 from launchpad.launch.node_process import fork_heap
-from launchpad.launch.runtime.process import ExecSpawner, Stdio, own_process_group
+from launchpad.launch.runtime.process import ExecSpawner, Spawner, Stdio, own_process_group
 from launchpad.nodes.python.local_multi_processing import PythonProcess
 
 _MAX_MESSAGE = 1 << 20
 _CLOSE_TIMEOUT_SECS = 10.0
 
 
-class ForkServer:
+class ForkServer(Spawner):
     """A Spawner that forks nodes from a fork server started for one launch."""
 
     def __init__(self):

@@ -47,7 +47,7 @@ from launchpad.launch.runtime import (
     state_store,
     terminals,
 )
-from launchpad.nodes import base
+from launchpad.nodes import base, running
 
 EXIT_NODE_RAISED = 1
 EXIT_ORPHANED = 75  # EX_TEMPFAIL: the node outlived its program's controller
@@ -77,7 +77,7 @@ def run_in_thread(node: base.Node, node_context: context.NodeContext) -> BaseExc
     node_context.controller.node_started(node_context.label, node_context.index, instance,
                                          node_context.host, os.getpid(), False)
     reporting.start(node_context, instance, own_process=False)
-    error = base.run_in_context(node, node_context)
+    error = running.run_in_context(node, node_context)
     report(node_context, instance, error)
     return error
 
@@ -99,7 +99,7 @@ def _make_context(node_spec: spec.NodeSpec) -> context.NodeContext:
                                                     in_worker=True),
         bind_host=bind_host, host=host, tls=node_spec.tls,
         termination_notice_secs=node_spec.termination_notice_secs,
-        launch_type=node_spec.launch_type,
+        launch_type=node_spec.launch_type, one_host=node_spec.one_host,
         state=state_store.NodeState.of(node_spec.state, node_spec.name))
 
 
@@ -201,7 +201,7 @@ def run_process(node_spec: spec.NodeSpec) -> int:
     except BaseException as e:  # noqa: BLE001 - a node that cannot load has failed
         error: BaseException | None = e
     else:
-        error = base.run_in_context(node, node_context)
+        error = running.run_in_context(node, node_context)
     if node_context.stop_event.is_set():
         # The node returned on the stop: its stop handlers may still run (e.g. saving, or
         # telling another node), and must finish before the process ends.

@@ -9,7 +9,7 @@ cluster.
     the launching process                  the Ray cluster
       ControllerActor (detached, named    -> start(): a Controller listening where the Ray
       launchpad-RUNID, namespace             nodes reach it, starting an actor per node
-      "launchpad", no CPU reserved)          (ray/launcher.py; the node actors are owned by
+      "launchpad", no CPU reserved)          (ray/actors.py; the node actors are owned by
                                              this actor, so they end with it)
       the run's record (a private file)  <- the controller's address and token
       RayRemoteController: stop(),       -> the controller protocol (request_stop, exit_codes,
@@ -37,8 +37,8 @@ import cloudpickle
 from launchpad import address, control, telemetry
 from launchpad.context import LaunchType
 from launchpad.courier import TLS
+from launchpad.launch.ray import actors as ray_actors
 from launchpad.launch.ray import connection as ray_connection
-from launchpad.launch.ray import launcher as ray_launcher
 from launchpad.launch.ray.settings import RaySettings
 from launchpad.launch.runtime import errors, private_files, run_records, state_store
 from launchpad.launch.runtime.controller import Controller
@@ -85,7 +85,7 @@ class ControllerActor:
                                 states=self._states, host=address.routed_host(gcs_host),
                                 tls=self._options.tls,
                                 **self._options.clocks.controller_arguments())
-        ray_launcher.start_actors(self._program, controller, self._options)
+        ray_actors.start_actors(self._program, controller, self._options)
         threading.Thread(target=self._follow, args=(controller,), daemon=True,
                          name="lp-detached-controller").start()
         return controller.address, controller.token
@@ -171,6 +171,21 @@ def run_of(folder: str) -> run_records.Run:
     return run_records.Run(run_id, record.program_name, f"{LaunchType.RAY.value} (detached)",
                            run_records.started_at_of(run_id), record.controller_address,
                            record.token, record.tls, folder)
+
+
+class DetachedRayRuns:
+    """Detached Ray runs, as `lp.launch(detach=True)`, `launchpad ls` and `lp.attach` use
+    them (runtime/launcher.DetachedRuns)."""
+
+    def launch(self, program: Program, options: LaunchOptions) -> RayRemoteController:
+        return launch(program, options)
+
+    def run_of(self, folder: str) -> run_records.Run | None:
+        return run_of(folder) if records_run(folder) else None
+
+    def attach(self, run_id: str, folder: str | None,
+               namespace: str | None) -> RayRemoteController | None:
+        return attach(folder) if folder is not None and records_run(folder) else None
 
 
 def attach(folder: str) -> RayRemoteController:

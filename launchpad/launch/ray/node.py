@@ -29,6 +29,7 @@ from absl import logging
 
 from launchpad.launch.node_process import process_tree, runner
 from launchpad.launch.runtime import spec
+from launchpad.launch.runtime.ending import NodeWorker
 from launchpad.launch.runtime.errors import LaunchError
 
 EXIT_ACTOR_DIED = -int(signal.SIGKILL)  # as a killed process reports it
@@ -55,7 +56,7 @@ class NodeActor:
         runner.exit_process(128 + int(signal.SIGTERM))
 
 
-class RayNodeWorker:
+class RayNodeWorker(NodeWorker):
     """One node's actor as its launcher sees it (an ending.NodeWorker); restartable.
 
     Ray ends a process that uses its client after `ray.shutdown()`, so `close()` (called

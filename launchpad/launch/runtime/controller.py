@@ -59,6 +59,7 @@ class Controller(LaunchpadWorkers):
       startup_timeout_secs: a node process (or actor) made this long ago whose runner has
         not reported that it started never came up: it fails (or restarts by its policy).
       host: the interface it listens on (loopback, unless nodes run on other hosts).
+      one_host: whether every node runs on this host (their servers serve it alone).
       tls: certificates every courier server and client of the program uses (None: the
         program runs in plaintext, with its token).
       port: the port the controller listens on (0: one the system picks).
@@ -73,7 +74,8 @@ class Controller(LaunchpadWorkers):
                  states: state_store.RunStates | None = None,
                  termination_notice_secs: float = 10.0, liveness_timeout_secs: float = 10.0,
                  startup_timeout_secs: float = DEFAULT_STARTUP_TIMEOUT_SECS,
-                 host: str = "127.0.0.1", tls: TLS | None = None, port: int = 0,
+                 host: str = "127.0.0.1", one_host: bool = False, tls: TLS | None = None,
+                 port: int = 0,
                  token: str | None = None, advertised_host: str | None = None):
         self.program = program  # what was launched: a description (the dashboard draws it)
         self.program_name = program.name
@@ -108,6 +110,7 @@ class Controller(LaunchpadWorkers):
         self.output = output
         self.log_dir = output.log_dir if output is not None else None
         self.launch_type = launch_type
+        self._one_host = one_host
         self.run_id = run_id
         self.dashboard_url = dashboard_url
         self.states = states
@@ -133,7 +136,8 @@ class Controller(LaunchpadWorkers):
             program_name=self.program_name, label=label, index=index,
             controller_address=self.address, token=self._token, tls=self.tls,
             process_starter=self._process_starter, termination_notice_secs=self._grace,
-            launch_type=self.launch_type, state=state_store.NodeState.of(
+            launch_type=self.launch_type, one_host=self._one_host,
+            state=state_store.NodeState.of(
                 self.state_spec(label), f"{label}/{index}"))
         with self._lock:
             self._contexts.append(node_context)
@@ -211,7 +215,7 @@ class Controller(LaunchpadWorkers):
     def pids(self) -> dict[str, int]:
         """'label/index' -> pid of each node's (current) process; nodes run as threads have
         none. For attaching a profiler or debugger."""
-        return {w.name: w.pid for w in self._supervisor.workers() if getattr(w, "pid", 0)}
+        return {w.name: w.pid for w in self._supervisor.workers() if w.pid}
 
     def exit_codes(self) -> dict[str, int | None]:
         """'label/index' -> how each node's process (or thread) ended: 0 done, > 0 its exit

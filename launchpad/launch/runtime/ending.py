@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Protocol
 
 from absl import logging
 
@@ -19,32 +18,48 @@ from absl import logging
 KILL_AFTER_TERMINATE_SECS = 3.0
 
 
-class NodeWorker(Protocol):
-    """What a launcher hands the controller for each thread/process/job it started."""
+class NodeWorker:
+    """What a launcher hands the controller for each thread, process, actor or pod it
+    started: every launcher's worker is a subclass, which overrides the methods that raise
+    here, and the hooks whose defaults do not fit it."""
 
     name: str
-    returncode: int | None  # how it ended (see Controller.exit_codes); None while running
-    attempt: int  # 0 for the first run, +1 for each restart
-    ended_by_launcher: bool  # it was signalled by its launcher (so it did not fail)
+    returncode: int | None = None  # how it ended (Controller.exit_codes); None while running
+    attempt: int = 0  # 0 for the first run, +1 for each restart
+    ended_by_launcher: bool = False  # it was signalled by its launcher (so it did not fail)
     # When the current run's process or actor was made (time.monotonic()); None until then,
     # and for workers whose runs report their start at once (a thread) or are timed by their
     # engine (a pod). The supervisor fails a run not started within the startup timeout.
-    spawned_at: float | None
+    spawned_at: float | None = None
+    pid: int = 0  # its process's id on this host; 0 where it has none here
 
     def describe_end(self) -> str:
         """How it ended as its launcher saw it, e.g. 'killed by signal SIGKILL'."""
+        raise NotImplementedError
 
     def join(self, timeout: float) -> bool:
         """Waits up to `timeout` seconds; True if the worker has finished."""
+        raise NotImplementedError
 
     def terminate(self) -> bool:
         """Asks the worker to end now (SIGTERM); False if it cannot be ended (a thread)."""
+        raise NotImplementedError
 
     def kill(self) -> None:
         """Ends the worker at once (SIGKILL); does nothing to a thread."""
+        raise NotImplementedError
 
     def restart(self) -> None:
         """Starts the worker's node again (after it failed)."""
+        raise NotImplementedError
+
+    def run_started(self, instance: str) -> None:
+        """The node's runner reported that its run `instance` started. A worker whose runs
+        its launcher cannot see end (a pod, which the cluster runs and re-runs) learns of
+        them from the node this way, and from `run_reported`."""
+
+    def run_reported(self, instance: str, finished: bool) -> None:
+        """The node reported how its run `instance` ended (`finished`: without failing)."""
 
 
 def end_workers(workers: Sequence[NodeWorker], grace: float, whose: str) -> None:

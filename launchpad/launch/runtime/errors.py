@@ -9,14 +9,6 @@ class LaunchError(Exception):
     """Base class of errors raised by launchers and the controller."""
 
 
-class SlurmError(LaunchError):
-    """Slurm refused or lost the program's job."""
-
-
-class KubernetesError(LaunchError):
-    """The Kubernetes API refused or lost part of the program's launch."""
-
-
 class DashboardError(LaunchError):
     """A launch's dashboard could not be served (its port is taken)."""
 
@@ -42,6 +34,10 @@ class NodeFailedError(LaunchError, RuntimeError):
       node_traceback: the node's formatted traceback, when there is one.
     """
 
+    # The exception class of the node that this error is also an instance of (node_failure
+    # makes such a subclass); None for this class itself.
+    node_exception_type: type[BaseException] | None = None
+
     def __init__(self, program: str, node: str, reason: str, node_traceback: str = ""):
         message = f"Node {node} of program {program!r} failed: {reason}"
         if node_traceback:
@@ -53,7 +49,7 @@ class NodeFailedError(LaunchError, RuntimeError):
         self.node_traceback = node_traceback
 
     def __reduce__(self):
-        return (_rebuilt, (getattr(type(self), "node_exception_type", None), self.program,
+        return (_rebuilt, (type(self).node_exception_type, self.program,
                            self.node, self.reason, self.node_traceback))
 
 

@@ -1,27 +1,24 @@
-"""What `lp.launch` knows of a launch type: a `Launcher`, and the options it is given.
+"""What `lp.launch` knows of a launch type: a `Launcher`, the options it is given, and
+the `Plan` it makes of a program before anything starts.
 
-Each launch type is one `Launcher` subclass in its engine's folder (local/, slurm/, ray/,
-kubernetes/), registered once in launch/launchers.py. What used to be tables and inline
-checks in `lp.launch` is said here, by the launcher itself:
+Each launch type is one `Launcher` subclass in its engine's folder, named by its row of
+launch/launchers.py. A launch asks it twice: `prepare(program, options)` checks what
+would start, refusing what cannot (naming what is at fault), and returns a `Plan` (where
+the nodes reach the controller, where their output goes, whether they share this host, what
+a dry run prints); `start(plan, controller)` then starts the nodes under the controller
+made from that plan. What else differs between launch types the class says:
 
     name, where_nodes_run       the launch type, and what runs each node (for dry runs)
-    cluster                     its nodes run on a cluster's hosts
     detach                      NEVER, OPTIONAL (detach=True puts the controller in the
                                 cluster) or ALWAYS (the launching machine cannot be reached)
     recorded                    the launching process owns the program: `launchpad ls`
                                 lists it, and the interpreter's exit waits for it
     live_status                 it may show the live table of its nodes
-    settings_keyword            its settings' keyword of `lp.launch` (`slurm=`), and
-    settings_from_flags()       what the --lp_* flags give when it is not passed
     terminals, process_fields   the terminals and lp.PythonProcess fields it honours
-    validate(program, options)  what it refuses before anything starts
-    controller_host(options)    where its nodes reach the controller
-    node_output(program, options)  where its node processes write (made before the
-                                controller, which is given it)
-    plan(program, options)      what a dry run prints
-    launch(program, controller, options) / launch_detached(program, options)
-    records_run, run_of, attach  its detached runs: `launchpad ls` and `lp.attach` (by
-                                default, those of its `detached_module`)
+    startup_timed_by            what times its nodes' start, if not the controller
+    settings_from_flags()       its settings as the --lp_* flags give them
+    detached_runs()             its `DetachedRuns`: made, listed (`launchpad ls`) and
+                                attached to (`lp.attach`), when it has any
 
 `LaunchOptions` is everything else `lp.launch` was told, checked against one schema
 (launch/options.py) before any launcher sees it.
@@ -31,9 +28,8 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import importlib
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from launchpad.courier import TLS
 from launchpad.launch.runtime.controller import Controller
@@ -87,6 +83,53 @@ class LaunchOptions:
     resume: str | None = None  # the run whose states the stateful nodes start from
     resume_partial: bool = False
 
+    @property
+    def starts_here(self) -> bool:
+        """Whether this process starts the nodes, under a controller of its own (not a dry
+        run, not detached)."""
+        return not (self.dry_run or self.detach)
+
+
+class DetachedRuns(Protocol):
+    """A launch type's runs whose controller lives in the cluster (detach=True)."""
+
+    def launch(self, program: Program, options: LaunchOptions) -> RemoteController:
+        """Starts `program` with its controller in the cluster; returns its proxy."""
+
+    def run_of(self, folder: str) -> Run | None:
+        """The run recorded in run folder `folder`, for `launchpad ls`; None if it is none
+        of this launch type's, or has ended."""
+
+    def attach(self, run_id: str, folder: str | None,
+               namespace: str | None) -> RemoteController | None:
+        """The controller of run `run_id` (its record `folder`, or found in the cluster's
+        `namespace`); None if the run is none of this launch type's."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """What a launcher prepared of one program (`Launcher.prepare`), before anything starts.
+
+    Args:
+      program: the program.
+      options: the launch's options.
+      description: what a dry run prints.
+      one_host: whether every node runs on this host (their servers then serve this host
+        alone: no gRPC port).
+      controller_host: the address the nodes reach the controller at.
+      output: where the node processes write (None: to the launching process's output);
+        made only when `options.starts_here`, and undone if the launch fails.
+      layout: the launcher's own (a Slurm job's placement of the nodes).
+    """
+
+    program: Program
+    options: LaunchOptions
+    description: str
+    one_host: bool = False
+    controller_host: str = "127.0.0.1"
+    output: NodeOutput | None = None
+    layout: Any = None
+
 
 class Launcher:
     """A launch type (see the module doc). Subclasses set the class attributes and override
@@ -94,15 +137,9 @@ class Launcher:
 
     name: ClassVar[str]
     where_nodes_run: ClassVar[str] = "started"
-    cluster: ClassVar[bool] = False
     detach: ClassVar[Detach] = Detach.NEVER
     recorded: ClassVar[bool] = False
     live_status: ClassVar[bool] = False
-    settings_keyword: ClassVar[str | None] = None
-    # The module whose launch(program, options) starts a detached program and whose
-    # records_run(folder), run_of(folder) and attach(folder) find its runs (imported when
-    # one is made or read); None: this launch type has none of its own.
-    detached_module: ClassVar[str | None] = None
     # The terminals node output may go to (terminals.py), and why others may not; None:
     # its nodes share the launching process's output (threads).
     terminals: ClassVar[frozenset[str] | None] = None
@@ -111,59 +148,35 @@ class Launcher:
     # None: its nodes are threads, and only the labels are checked.
     process_fields: ClassVar[frozenset[str] | None] = None
     process_note: ClassVar[str] = ""
-    # Whether startup_timeout_secs applies (a pod's start is Kubernetes' own).
-    times_startup: ClassVar[bool] = True
+    # What times its nodes' start instead of startup_timeout_secs, as an error says it
+    # ("a pod's start is timed by ..."); "": the controller times it.
+    startup_timed_by: ClassVar[str] = ""
 
     def settings_from_flags(self) -> Any:
         """Its settings as the --lp_* flags give them, or None (its defaults)."""
         return None
 
-    def validate(self, program: Program, options: LaunchOptions) -> None:
-        """Refuses, naming what is at fault, a launch of `program` that could not start."""
+    def prepare(self, program: Program, options: LaunchOptions) -> Plan:
+        """The plan of launching `program` (see `Plan`); nothing is made unless
+        `options.starts_here`.
 
-    def controller_host(self, options: LaunchOptions) -> str:
-        """The address its nodes reach the controller at."""
-        return "127.0.0.1"
+        Raises:
+          LaunchError, ValueError: the launch could not start (what is at fault named).
+        """
+        return Plan(program, options, self.describe(program), one_host=True)
 
-    def node_output(self, program: Program, options: LaunchOptions) -> NodeOutput | None:
-        """Where its node processes write (None: the launching process's own output)."""
-        return None
-
-    def plan(self, program: Program, options: LaunchOptions) -> str:
-        """What a dry run of `program` prints."""
+    def describe(self, program: Program) -> str:
+        """What a dry run of `program` prints, by default: each node, and what runs it."""
         nodes = program.get_all_nodes()
         lines = [f"Program {program.name!r} under {self.name}: {len(nodes)} node"
                  f"{'s' * (len(nodes) != 1)}, each {self.where_nodes_run}:"]
         lines += [f"  {node.name} ({type(node).__name__})" for node in nodes]
         return "\n".join(lines)
 
-    def launch(self, program: Program, controller: Controller,
-               options: LaunchOptions) -> None:
-        """Starts the nodes of `program` under `controller`."""
+    def start(self, plan: Plan, controller: Controller) -> None:
+        """Starts the nodes of `plan.program` under `controller` (made from `plan`)."""
         raise NotImplementedError(f"launch_type {self.name!r} runs programs detached only")
 
-    def launch_detached(self, program: Program, options: LaunchOptions) -> RemoteController:
-        """Starts `program` with its controller in the cluster; returns its proxy."""
-        if self.detached_module is None:
-            raise NotImplementedError(f"launch_type {self.name!r} cannot detach")
-        return self._detached().launch(program, options)
-
-    def records_run(self, folder: str) -> bool:
-        """Whether run folder `folder` records a detached run of this launch type."""
-        return self.detached_module is not None and self._detached().records_run(folder)
-
-    def run_of(self, folder: str) -> Run | None:
-        """The detached run `folder` records (it `records_run`), for `launchpad ls`; None
-        once it has ended."""
-        return self._detached().run_of(folder)
-
-    def attach(self, run_id: str, folder: str | None,
-               namespace: str | None) -> RemoteController | None:
-        """The controller of detached run `run_id` (its record `folder`, or found in the
-        cluster's `namespace`), or None if the run is none of this launch type's."""
-        if folder is None or not self.records_run(folder):
-            return None
-        return self._detached().attach(folder)
-
-    def _detached(self) -> Any:
-        return importlib.import_module(self.detached_module)
+    def detached_runs(self) -> DetachedRuns | None:
+        """Its detached runs (None: it has none)."""
+        return None

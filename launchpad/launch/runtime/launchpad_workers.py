@@ -33,7 +33,7 @@ class _Worker:
 
     @property
     def pid(self) -> int | None:
-        return getattr(self._worker, "pid", None)
+        return self._worker.pid or None
 
     _pid = pid
 

@@ -29,7 +29,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 from absl import logging
 
@@ -64,15 +64,23 @@ def describe_exit(returncode: int) -> str:
     return f"exited with code {returncode}"
 
 
-class Spawner(Protocol):
+class Spawner:
+    """What starts node runners: a fresh interpreter, the launch's fork server, or a Slurm
+    host's agent (which starts them on its host, and signals them there)."""
+
     def spawn(self, spec_path: str, settings: PythonProcess, stdio: Stdio, own_group: bool,
               on_exit: Callable[[int], None]) -> concurrent.futures.Future:
         """Starts the runner on `spec_path`; returns a future of its pid (so that many starts
         can be under way at once). `on_exit(returncode)` is called once when it has ended
         (negative: killed by that signal). The stdio descriptors may be closed on return."""
+        raise NotImplementedError
+
+    def signal_group(self, pid: int, sig: int) -> None:
+        """Signals the process group of a runner it started (here: this host's)."""
+        os.killpg(pid, sig)
 
 
-class ExecSpawner:
+class ExecSpawner(Spawner):
     """Starts each runner as a fresh interpreter."""
 
     def spawn(self, spec_path: str, settings: PythonProcess, stdio: Stdio, own_group: bool,
@@ -89,7 +97,7 @@ class ExecSpawner:
         return started
 
 
-class NodeProcess:
+class NodeProcess(ending.NodeWorker):
     """One node's process (see the module doc); restartable."""
 
     def __init__(self, name: str, spec_path: str, settings: PythonProcess,
@@ -180,13 +188,8 @@ class NodeProcess:
             self._signal_group(started.result(), signal.SIGKILL)
 
     def _signal_group(self, pid: int, sig: int) -> None:
-        """Signals the node's process group: here, or through its spawner where the node
-        runs on another host (a host agent's `signal_group`)."""
-        remote = getattr(self._spawner, "signal_group", None)
-        if remote is not None:
-            remote(pid, sig)
-        else:
-            os.killpg(pid, sig)
+        """Signals the node's process group, through its spawner (which knows its host)."""
+        self._spawner.signal_group(pid, sig)
 
     def wait(self, timeout: float | None = None) -> int | None:
         """Waits up to `timeout` seconds; the exit code once ended, else None."""

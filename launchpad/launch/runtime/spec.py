@@ -58,6 +58,7 @@ class NodeSpec:
     argv: list[str] = dataclasses.field(default_factory=list)  # the node's sys.argv
     env: dict[str, str] = dataclasses.field(default_factory=dict)
     launch_type: str = ""  # the LaunchType's value
+    one_host: bool = False  # whether every node of the program runs on this host
     state: StateSpec | None = None  # where its states go, when its group keeps state
 
     @property
@@ -85,7 +86,7 @@ def make_spec(node: Any, program_context: Any, label: str, index: int, *,
         termination_notice_secs=termination_notice_secs, heartbeat_secs=heartbeat_secs,
         liveness_timeout_secs=liveness_timeout_secs,
         bind_host=bind_host, report_path=report_path, tls=program_context.tls,
-        launch_type=program_context.launch_type,
+        launch_type=program_context.launch_type, one_host=program_context.one_host,
         stop_signals=dict(stop_signals or {}),
         sys_path=list(sys.path),
         argv=[sys.argv[0] if sys.argv else "", *argv], env=dict(env or {}), state=state)

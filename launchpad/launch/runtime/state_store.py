@@ -32,6 +32,7 @@ import os
 import re
 import threading
 import types
+import typing
 from collections.abc import Callable
 from typing import Any
 
@@ -157,10 +158,21 @@ class StateSpec:
     keep: int
 
 
+@typing.runtime_checkable
+class Stateful(typing.Protocol):
+    """A node's object that keeps a state of its own (lp.StatePolicy saves and restores it);
+    it is not served while it saves, unless it is `SavesConcurrently`."""
+
+    def save_state(self) -> Any:
+        """Its state, picklable."""
+
+    def restore_state(self, state: Any) -> None:
+        """Takes `state` (what save_state returned) back."""
+
+
 def is_stateful(instance: Any) -> bool:
     """Whether `instance` saves and restores a state of its own."""
-    return (callable(getattr(instance, "save_state", None))
-            and callable(getattr(instance, "restore_state", None)))
+    return isinstance(instance, Stateful)
 
 
 class NodeState:
@@ -218,8 +230,7 @@ class NodeState:
     def guarded(self, instance: Any) -> Any:
         """What a node's server serves for `instance`: its methods, each waiting for a save
         under way (unless it saves concurrently, or keeps no state)."""
-        if (self._instance is not instance
-                or getattr(instance, "save_state_concurrently", False)):
+        if self._instance is not instance or _saves_concurrently(instance):
             return instance
         return _Guarded(instance, self._lock)
 
@@ -301,6 +312,17 @@ class NodeState:
         except Exception as e:
             raise StateError(f"Node {self._name}: its state {path} cannot be read "
                              f"({type(e).__name__}: {e})") from e
+
+
+@typing.runtime_checkable
+class SavesConcurrently(typing.Protocol):
+    """A stateful object that says whether it may be served while it saves."""
+
+    save_state_concurrently: bool
+
+
+def _saves_concurrently(instance: Any) -> bool:
+    return isinstance(instance, SavesConcurrently) and instance.save_state_concurrently is True
 
 
 def _seqs(folder: str) -> list[int]:

@@ -21,8 +21,8 @@ program stops); failed -> restarted if its group's RestartPolicy allows, else th
 stops and `wait()` raises NodeFailedError for the first unit that failed.
 
 A worker whose end its launcher cannot see (a Kubernetes pod, which the cluster runs and
-re-runs) learns of its runs from the node instead: the supervisor calls its
-`run_started(instance)` and `run_reported(instance, finished)`, where it has them.
+re-runs) learns of its runs from the node instead: the supervisor tells every worker
+`run_started(instance)` and `run_reported(instance, finished)` (ending.NodeWorker).
 """
 
 from __future__ import annotations
@@ -127,7 +127,8 @@ class Supervisor:
             self._changed.notify_all()
             worker = self._workers.get(unit)
         self._book.started(unit, instance, host, pid)
-        _tell(worker, "run_started", instance)
+        if worker is not None:
+            worker.run_started(instance)
 
     def heartbeat(self, unit: NodeKey, instance: str) -> bool:
         """False: the run is no longer the unit's current one (it was declared lost)."""
@@ -153,7 +154,8 @@ class Supervisor:
             self._reports[unit] = _FINISHED if outcome is None else (
                 reason, node_traceback, cause)
             worker = self._workers.get(unit)
-        _tell(worker, "run_reported", instance, outcome is None)
+        if worker is not None:
+            worker.run_reported(instance, outcome is None)
 
     def placements(self) -> dict[str, tuple[str, int]]:
         """'label/index' -> (host, pid) of each running unit, as its runner reported."""
@@ -338,13 +340,6 @@ class Supervisor:
     def restarts(self) -> dict[str, int]:
         with self._lock:
             return {_name(u): n for u, n in self._restarts.items()}
-
-
-def _tell(worker: NodeWorker | None, event: str, *args: object) -> None:
-    """Calls `worker.<event>(*args)` if the worker has it (see the module doc)."""
-    hook = getattr(worker, event, None)
-    if hook is not None:
-        hook(*args)
 
 
 def _key(name: str) -> NodeKey:

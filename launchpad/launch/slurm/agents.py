@@ -27,8 +27,8 @@ from absl import logging
 
 from launchpad.launch.node_process.host_agent import AgentSpec
 from launchpad.launch.runtime import private_files, spec
-from launchpad.launch.runtime.errors import SlurmError
-from launchpad.launch.runtime.process import Stdio, own_process_group
+from launchpad.launch.runtime.process import Spawner, Stdio, own_process_group
+from launchpad.launch.slurm.errors import SlurmError
 from launchpad.launch.slurm.job import SlurmJob, environment
 from launchpad.launch.slurm.placement import Component
 from launchpad.nodes.python.local_multi_processing import PythonProcess
@@ -45,7 +45,7 @@ def write_agent_spec(run_dir: str, name: str, controller: object) -> str:
     return path
 
 
-class HostAgent:
+class HostAgent(Spawner):
     """Host `host` (0-based) of `component` of the job, and the agent that runs its nodes."""
 
     def __init__(self, job: SlurmJob, component: int, host: int, share: Component,

@@ -7,9 +7,9 @@
                                              # (attach.py)
 
     the launching process                  the job's batch step, on a node of the job
-      the launch's spec (a private file) -> python -m launchpad.launch --control PATH:
+      the launch's spec (a private file) -> python -m launchpad.launch --slurm-controller PATH:
       sbatch                                a Controller listening where the cluster's hosts
-                                            reach it, starting a step per node (slurm/launcher.py)
+                                            reach it, starting a step per node (slurm/submission.py)
       SlurmRemoteController: stop() asks   <- controller.address (a private file)
         wait() reads how it ended        <- outcome (a private file): failure, stop reason
                                             then the batch step ends, and with it the job
@@ -47,8 +47,8 @@ from launchpad.launch.runtime.launcher import LaunchOptions
 from launchpad.launch.runtime.remote import RemoteController
 from launchpad.launch.runtime.terminals import NodeOutput
 from launchpad.launch.slurm import job as slurm_job
-from launchpad.launch.slurm import launcher as slurm
 from launchpad.launch.slurm import placement as slurm_placement
+from launchpad.launch.slurm import submission as slurm
 from launchpad.program import Program
 
 _POLL_SECS = 0.2  # how often the run folder and the job's state are read (no event for them)
@@ -82,9 +82,8 @@ def launch(program: Program, options: LaunchOptions) -> SlurmRemoteController:
     private_files.write_private(path, pickle.dumps(_LaunchSpec(pickled, kept, placement,
                                                                states)))
     job = slurm_job.SlurmJob.submit(
-        placement, slurm.sbatch_argv(placement, settings, run_dir,
-                                     [sys.executable, "-m", "launchpad.launch", "--control",
-                                      path]),
+        placement, slurm.sbatch_argv(placement, settings, run_dir, [
+            sys.executable, "-m", "launchpad.launch", "--slurm-controller", path]),
         pending_timeout_secs=settings.pending_timeout_secs)
     private_files.write_private(os.path.join(run_dir, "job"), job.job_id.encode())
     return SlurmRemoteController(program.name, job, run_dir, options.tls)
@@ -137,6 +136,21 @@ def run_of(folder: str) -> run_records.Run | None:
                            launch_spec.options.tls, folder, log_dir=folder, pending=pending)
 
 
+class DetachedSlurmRuns:
+    """Detached Slurm runs, as `lp.launch(detach=True)`, `launchpad ls` and `lp.attach` use
+    them (runtime/launcher.DetachedRuns)."""
+
+    def launch(self, program: Program, options: LaunchOptions) -> SlurmRemoteController:
+        return launch(program, options)
+
+    def run_of(self, folder: str) -> run_records.Run | None:
+        return run_of(folder) if records_run(folder) else None
+
+    def attach(self, run_id: str, folder: str | None,
+               namespace: str | None) -> SlurmRemoteController | None:
+        return attach(folder) if folder is not None and records_run(folder) else None
+
+
 def run_controller(path: str) -> int:
     """The batch step: launches the program from here and holds the job until it ends."""
     launch_spec = pickle.loads(private_files.read_private(path))
@@ -153,7 +167,7 @@ def run_controller(path: str) -> int:
     # This job: it ends when this batch step does, so the program's end need not cancel it.
     job = slurm_job.SlurmJob(os.environ["SLURM_JOB_ID"], launch_spec.placement, running=True,
                              ends_with_this_process=True)
-    slurm.start_nodes(program, controller, job, options)
+    slurm.start_nodes(program, controller, job, options, output)
     private_files.write_private(os.path.join(run_dir, "controller.address"),
                                 pickle.dumps((controller.address, controller.token)))
     try:

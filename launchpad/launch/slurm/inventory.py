@@ -76,7 +76,7 @@ def parse(sinfo_output: str) -> Inventory:
 
 
 def read(run: Callable[[list[str]], str]) -> Inventory:
-    """The cluster's inventory, `run` giving a command's output (slurm/launcher.py's runner)."""
+    """The cluster's inventory, `run` giving a command's output (slurm/submission.py's runner)."""
     return parse(run(SINFO_ARGV))
 
 

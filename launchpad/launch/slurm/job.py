@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 
 from absl import logging
 
-from launchpad.launch.runtime.errors import SlurmError
+from launchpad.launch.slurm.errors import SlurmError
 from launchpad.launch.slurm.placement import Placement
 
 RUNNING = "RUNNING"

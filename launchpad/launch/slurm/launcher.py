@@ -1,201 +1,50 @@
-"""slurm: a program is one Slurm job; each host of it runs one step, its host agent.
+"""slurm: a program as one Slurm job (slurm/submission.py says its steps).
 
     lp.launch(program, launch_type="slurm",
               resources={"learner": lp.Resources(cpus=4, gpus=1), "actor": lp.Resources()},
               slurm=lp.SlurmSettings(partition="gpu", time_limit="2:00:00"))
-
-    place   -> the Placement (slurm/placement.py): every node on a host slot of a component,
-               packed against the partition's hosts (sinfo); a layout that cannot fit is
-               refused with the numbers, and --lp_dry_run shows it and stops there
-    sbatch  -> one allocation (slurm/job.py): one component, or one per kind of group (a
-               heterogeneous job); its batch step is the job holder (job_holder.py), which
-               ends the job if the launching process dies. While it pends, its state and
-               Slurm's reason are printed and are the program's status
-    running -> each host: one step, its host agent (`srun --jobid=J [--het-group=G] -w
-               HOST --exact -n1 -c SHARE ... --agent`, slurm/agents.py, host_agent.py),
-               which forks each node placed there from a fork server - the runner on its
-               spec file, in the run folder of the shared filesystem - binds it to its
-               share of the host's CPUs and GPUs (slot_binding.py), passes its output
-               back, and sends the controller one heartbeat and one telemetry report per
-               host and period
-    stop    -> the same as under local_mp (stop event, grace, SIGTERM, SIGKILL, each to the
-               node's process group through its agent), then the agents end, then `scancel`
-               of the job: it never outlives its program
-               (a SIGTERM or SIGHUP of the launching process stops it as Ctrl+C does)
-
-The controller stays in the launching process (a login node), listening on the address the
-cluster's hosts reach it at; nodes bind the interface through which their host reaches the
-controller, and advertise it. Nodes run with the launching interpreter and `sys.path` (the
-Slurm convention of a shared filesystem). Node output comes back through srun to the
-launch's terminal (prefixed lines) and is kept in a log per node in the run folder.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-import re
 import shutil
-import socket
 import sys
-from collections.abc import Callable
 
 from launchpad import address
 from launchpad import flags as lp_flags
-from launchpad.launch.node_process import slot_binding
-from launchpad.launch.runtime import resources as resources_lib
-from launchpad.launch.runtime import run_records, spec, terminals
+from launchpad.launch.runtime import terminals
 from launchpad.launch.runtime.controller import Controller
-from launchpad.launch.runtime.errors import LaunchError, SlurmError
-from launchpad.launch.runtime.launcher import Detach, Launcher, LaunchOptions
-from launchpad.launch.runtime.process import NodeProcess, PythonProcess
-from launchpad.launch.runtime.terminals import NodeOutput
-from launchpad.launch.slurm import agents as slurm_agents
-from launchpad.launch.slurm import inventory as slurm_inventory
-from launchpad.launch.slurm import job as slurm_job
+from launchpad.launch.runtime.errors import LaunchError
+from launchpad.launch.runtime.launcher import (
+    Detach,
+    DetachedRuns,
+    Launcher,
+    LaunchOptions,
+    Plan,
+)
 from launchpad.launch.slurm import job_holder
-from launchpad.launch.slurm.job import SlurmJob, run
-from launchpad.launch.slurm.placement import Placement, place
+from launchpad.launch.slurm.job import SlurmJob
 from launchpad.launch.slurm.settings import SlurmSettings
+from launchpad.launch.slurm.submission import (
+    COMMANDS,
+    node_output,
+    pending_reporter,
+    placement_of,
+    sbatch_argv,
+    slurmctld_address,
+    start_nodes,
+)
 from launchpad.program import Program
-
-_COMMANDS = ("sbatch", "srun", "scancel", "squeue", "scontrol", "sinfo")
-
-
-def slurmctld_address() -> str:
-    config = run(["scontrol", "show", "config"]).stdout
-    found = re.search(r"^SlurmctldHost\[0\]\s*=\s*([^\s(]+)(?:\(([^)]+)\))?", config, re.M)
-    if found is None:
-        raise SlurmError("Cannot find SlurmctldHost in `scontrol show config`; give "
-                         "lp.SlurmSettings(controller_host=...)")
-    name, addr = found.groups()
-    return addr or socket.gethostbyname(name)
-
-
-def placement_of(program: Program, resources: dict | None,
-                 settings: SlurmSettings) -> Placement:
-    """Where every node of `program` goes, against the cluster's hosts now.
-
-    Raises:
-      SlurmError: it cannot fit the partition (the message has the numbers).
-    """
-    needs = resources_lib.per_group(list(program.groups), program.name, resources)
-    nodes = [(node.name, node.label, needs[node.label]) for node in program.get_all_nodes()]
-    inventory = slurm_inventory.read(lambda argv: run(argv).stdout)
-    return place(program.name, nodes, inventory, settings.partition, settings.components)
-
-
-def sbatch_argv(placement: Placement, settings: SlurmSettings, run_dir: str,
-                batch_step: list[str]) -> list[str]:
-    """The job's `sbatch` request: the placement's components with the settings'
-    options, its output in the run folder."""
-    return placement.sbatch_argv(
-        [f"--job-name=lp-{placement.program}",
-         f"--output={os.path.join(run_dir, 'slurm-%j.out')}"],
-        settings.sbatch_options(), batch_step)
-
-
-def pending_reporter(controller: Controller) -> Callable[[str, str], None]:
-    """What a job's wait says: printed when it changes (and once a minute), and kept as the
-    program's status (`controller.pending`) until the job runs."""
-    said = []
-
-    def report(state: str, reason: str) -> None:
-        if state == slurm_job.RUNNING:
-            controller.set_pending("")
-            return
-        controller.set_pending(slurm_job.pending_text(state, reason))
-        if not reason and not said:
-            said.append(True)  # a job's first second: the scheduler has not looked yet
-            return
-        terminals.say(f"program {controller.program_name!r}: {controller.pending}")
-    return report
-
-
-# Why a program stopped when its job was warned of its end (time limit, preemption).
-END_WARNING = "Slurm warned that the job ends soon"
-
-
-def _stop_signals(settings: SlurmSettings) -> dict[str, str]:
-    if not settings.stop_before_end_secs:
-        return {}
-    return {"SIGUSR1": f"{END_WARNING} (its time limit is at most "
-                       f"{settings.stop_before_end_secs}s away, or it is being preempted)"}
-
-
-def node_output(program: Program, options: LaunchOptions) -> NodeOutput:
-    """The run folder on the shared filesystem (specs, agents' logs, a log per node: every
-    terminal keeps the nodes' logs there), and the terminal."""
-    settings = options.settings or SlurmSettings()
-    run_dir = run_records.make(program.name, settings.run_dir)
-    return NodeOutput(run_dir, terminals.make(options.terminal, program.name, run_dir,
-                                              keep_logs=True), run_dir)
-
-
-def start_nodes(program: Program, controller: Controller, job: SlurmJob,
-                options: LaunchOptions) -> None:
-    """Starts the nodes of `program` under `controller` once `job` runs, each on its host
-    slot through that host's agent (one srun step per host); the agents and the job end
-    when the program does."""
-    settings = options.settings or SlurmSettings()
-    run_dir, term = controller.output.run_dir, controller.output.terminal
-    placement = job.placement
-    agent_spec = slurm_agents.write_agent_spec(run_dir, "hosts", controller)
-    agents = {(g, h): slurm_agents.HostAgent(job, g, h, component, agent_spec,
-                                             os.path.join(run_dir, f"agent.{g}.{h}.log"))
-              for g, component in enumerate(placement.components)
-              for h in range(component.hosts)}
-
-    def finish() -> None:
-        for agent in agents.values():
-            agent.close()
-        job.cancel()
-        term.close()
-
-    # A job still pending when the program stops is cancelled at once: its steps never run.
-    controller.launcher_context.add_stop_handler(
-        lambda: None if job.running else job.cancel())
-    controller.on_finish(finish)
-    offsets = _slot_offsets(placement)
-    node_processes = []
-    for node in program.get_all_nodes():
-        slot = placement.slot_of(node.name)
-        given = options.local_resources.get(node.label) or PythonProcess()
-        node_settings = dataclasses.replace(given, env={**(given.env or {}),
-                                                        **offsets[node.name]})
-        node_spec = spec.make_cluster_spec(node, controller, node_settings,
-                                           options.bind_address, _stop_signals(settings))
-        node_process = NodeProcess(
-            node.name, spec.write_spec_file(node_spec, run_dir), given,
-            agents[(slot.component, slot.host)], lambda name=node.name: term.open(name),
-            on_exit=controller.worker_ended)
-        controller.add_worker(node_process)
-        node_processes.append(node_process)
-    for node_process in node_processes:
-        node_process.start()
-
-
-def _slot_offsets(placement: Placement) -> dict[str, dict[str, str]]:
-    """Each node's share of its host's CPUs and GPUs, as offsets (slot_binding.py)."""
-    used: dict[tuple[int, int], tuple[int, int]] = {}
-    offsets = {}
-    for slot in placement.slots:
-        cpus, gpus = used.get((slot.component, slot.host), (0, 0))
-        offsets[slot.node] = slot_binding.slots_env(cpus, slot.needs.cpus, gpus,
-                                                    slot.needs.gpus)
-        used[(slot.component, slot.host)] = (cpus + slot.needs.cpus, gpus + slot.needs.gpus)
-    return offsets
 
 
 class SlurmLauncher(Launcher):
     """slurm: a program as one Slurm job (see the module doc)."""
 
     name = "slurm"
-    cluster = True
     detach = Detach.OPTIONAL
-    detached_module = "launchpad.launch.slurm.detached"
     recorded = True
-    settings_keyword = "slurm"
     terminals = frozenset({terminals.CURRENT_TERMINAL, terminals.OUTPUT_TO_FILES})
     terminals_note = "use 'current_terminal' or 'output_to_files'"
     process_fields = frozenset({"args", "env", "interpreter"})
@@ -207,8 +56,10 @@ class SlurmLauncher(Launcher):
         given = {name: value for name, value in given.items() if value is not None}
         return SlurmSettings(**given) if given else None
 
-    def validate(self, program: Program, options: LaunchOptions) -> None:
-        missing = [c for c in _COMMANDS if shutil.which(c) is None]
+    def prepare(self, program: Program, options: LaunchOptions) -> Plan:
+        """Refuses a launch without Slurm's commands, or whose layout cannot fit (with the
+        numbers); the plan says each node's host slot and the sbatch request."""
+        missing = [c for c in COMMANDS if shutil.which(c) is None]
         if missing:
             raise LaunchError(f"launch_type='slurm' needs Slurm's client commands, and "
                               f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} "
@@ -219,36 +70,32 @@ class SlurmLauncher(Launcher):
             raise ValueError("SlurmSettings(requeue=True) needs detach=True: the requeued job "
                              "runs the program's controller again, which an attached launch "
                              "keeps in the launching process")
-        # A layout that cannot fit is refused now, with the numbers, before anything is made.
-        placement_of(program, options.resources, settings)
-
-    def controller_host(self, options: LaunchOptions) -> str:
-        """This host's address on the route to slurmctld, unless the settings say."""
-        settings = options.settings or SlurmSettings()
-        return settings.controller_host or address.routed_host(slurmctld_address())
-
-    def node_output(self, program: Program, options: LaunchOptions) -> NodeOutput:
-        return node_output(program, options)
-
-    def plan(self, program: Program, options: LaunchOptions) -> str:
-        """Each node's host slot, and the sbatch request."""
-        settings = options.settings or SlurmSettings()
         placement = placement_of(program, options.resources, settings)
-        return placement.describe(sbatch_argv(placement, settings, "RUN_DIR",
-                                              ["python", "-m", "launchpad.launch", "..."]))
+        description = placement.describe(sbatch_argv(
+            placement, settings, "RUN_DIR", ["python", "-m", "launchpad.launch", "..."]))
+        plan = Plan(program, options, description, layout=placement)
+        if not options.starts_here:
+            return plan
+        # This host's address on the route to slurmctld, unless the settings say.
+        host = settings.controller_host or address.routed_host(slurmctld_address())
+        return dataclasses.replace(plan, controller_host=host,
+                                   output=node_output(program, options))
 
-    def launch(self, program: Program, controller: Controller,
-               options: LaunchOptions) -> None:
-        """Submits `program` as one Slurm job and starts its nodes once it runs."""
-        settings = options.settings or SlurmSettings()
-        placement = placement_of(program, options.resources, settings)
-        holder = os.path.join(controller.output.run_dir, "job.holder")
+    def start(self, plan: Plan, controller: Controller) -> None:
+        """Submits the program as one Slurm job and starts its nodes once it runs."""
+        settings = plan.options.settings or SlurmSettings()
+        run_dir = plan.output.run_dir
+        holder = os.path.join(run_dir, "job.holder")
         job_holder.write(holder, job_holder.HolderSpec(
             controller.address, controller.token, controller.tls,
             controller.liveness_timeout_secs))
-        argv = sbatch_argv(placement, settings, controller.output.run_dir,
+        argv = sbatch_argv(plan.layout, settings, run_dir,
                            [sys.executable, "-m", "launchpad.launch", "--hold", holder])
         controller.set_pending("Slurm job submitted")
-        job = SlurmJob.submit(placement, argv, on_pending=pending_reporter(controller),
+        job = SlurmJob.submit(plan.layout, argv, on_pending=pending_reporter(controller),
                               pending_timeout_secs=settings.pending_timeout_secs)
-        start_nodes(program, controller, job, options)
+        start_nodes(plan.program, controller, job, plan.options, plan.output)
+
+    def detached_runs(self) -> DetachedRuns:
+        from launchpad.launch.slurm import detached  # (what a detached launch needs)
+        return detached.DetachedSlurmRuns()

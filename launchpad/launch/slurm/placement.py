@@ -27,8 +27,8 @@ import shlex
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from launchpad.launch.runtime.errors import SlurmError
 from launchpad.launch.runtime.resources import Resources
+from launchpad.launch.slurm.errors import SlurmError
 from launchpad.launch.slurm.inventory import Host, Inventory, summary
 
 BY_KIND = "by_kind"

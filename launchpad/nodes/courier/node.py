@@ -22,7 +22,7 @@ from typing import Any
 from launchpad import context, courier
 from launchpad.address import Address, get_port_from_address
 from launchpad.courier import FunctionServer
-from launchpad.nodes import base
+from launchpad.nodes import base, handles, running
 from launchpad.nodes.python import node as python
 
 CourierClient = courier.Client  # what a CourierNode's handle becomes (Launchpad's name)
@@ -60,12 +60,13 @@ def _checked(kind: str, given: dict | None, allowed: frozenset) -> dict:
     return given
 
 
-class CourierHandle(base.Handle):
-    """Dereferences to a courier client of the node."""
+class CourierHandle(handles.Handle):
+    """Dereferences to a courier client of the node: through the program's controller, or,
+    outside any launch, at `address` once it is bound (a CourierNode's own)."""
 
-    def __init__(self, node: base.Node, client_kwargs: dict):
+    def __init__(self, node: base.Node, client_kwargs: dict, address: Address | None = None):
         super().__init__(node)
-        self._address: Address | None = getattr(node, "courier_address", None)
+        self._address = address
         self._kwargs = client_kwargs  # (Launchpad's name)
 
     def set_client_kwargs(self, **kwargs: Any) -> None:
@@ -108,13 +109,13 @@ class CourierNode(python.PyClassNode):
         """The address of the node's courier server (Launchpad's name)."""
         return self._address
 
-    def create_handle(self) -> base.Handle:
-        return CourierHandle(self, self._courier_client_kwargs)
+    def create_handle(self) -> handles.Handle:
+        return CourierHandle(self, self._courier_client_kwargs, self._address)
 
     def run(self) -> None:
         # Handles that ask for gRPC or the TCP port need the server to offer them.
         remote = self._courier_client_kwargs.get("transport") in ("grpc", "tcp")
-        with base.running_context() as node, serving(node, self._address, remote_clients=remote,
+        with running.running_context() as node, serving(node, self._address, remote_clients=remote,
                                                      **self._courier_kwargs) as server:
             self._server = server
             try:
@@ -174,7 +175,7 @@ def run_or_wait(run: Callable[[], Any] | None, node: context.NodeContext) -> Non
     last state saved, if it keeps one). A save of its state that failed fails it."""
     state = node.state if node.state is not None and node.state.attached else None
     if run is not None:
-        base.run_keeping_state(run)
+        running.run_keeping_state(run)
     elif state is not None:
         state.wait()
     else:

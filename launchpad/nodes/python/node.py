@@ -14,7 +14,7 @@ from typing import Any
 from absl import logging
 
 from launchpad import context
-from launchpad.nodes import base, dereference
+from launchpad.nodes import base, dereference, handles, running
 
 
 class PyNode(base.Node):
@@ -29,8 +29,8 @@ class PyNode(base.Node):
         self._args = args
         self._kwargs = kwargs
 
-    def create_handle(self) -> base.Handle:
-        return base.UnservedHandle(self)
+    def create_handle(self) -> handles.Handle:
+        return handles.UnservedHandle(self)
 
     def default_label(self) -> str:
         return getattr(self._function, "__name__", type(self._function).__name__)
@@ -86,13 +86,13 @@ class PyClassNode(PyNode):
         if self._instance is None:
             args, kwargs = dereference.dereference_all((self._args, self._kwargs))
             self._instance = self._function(*args, **kwargs)
-            state = base.running_state()
+            state = running.running_state()
             if state is not None:  # its group keeps state
                 state.attach(self._instance, context.current())
         return self._instance
 
     def runs_object(self, instance: Any) -> bool:
-        return self._should_run and callable(getattr(instance, "run", None))
+        return self._should_run and isinstance(instance, running.Runnable)
 
     def __getstate__(self) -> dict:
         return {**super().__getstate__(), "_instance": None}
@@ -101,7 +101,7 @@ class PyClassNode(PyNode):
         try:
             instance = self._construct_instance()
             if self.runs_object(instance):
-                base.run_keeping_state(instance.run)
+                running.run_keeping_state(instance.run)
             else:
                 logging.info("%r: its object has no run() (or disable_run() was called); "
                              "done", self)

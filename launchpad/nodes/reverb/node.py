@@ -30,7 +30,7 @@ from absl import logging
 
 from launchpad import control
 from launchpad.address import Address, get_port_from_address
-from launchpad.nodes import base
+from launchpad.nodes import base, handles, running
 
 _RESOLVE_TIMEOUT_SECS = 60.0
 _STARTS = 3  # times a server is started on a port Reverb picked (see the module doc)
@@ -75,7 +75,7 @@ class ReverbClient:
         return f"<ReverbClient of {self._resolver!r}>"
 
 
-class ReverbHandle(base.Handle):
+class ReverbHandle(handles.Handle):
     """Dereferences to a ReverbClient of the node."""
 
     def __init__(self, node: "ReverbNode"):
@@ -127,7 +127,7 @@ class ReverbNode(base.Node):
     def __getstate__(self) -> dict:
         return {**super().__getstate__(), "_server": None}
 
-    def create_handle(self) -> base.Handle:
+    def create_handle(self) -> handles.Handle:
         return ReverbHandle(self)
 
     def default_label(self) -> str:
@@ -138,7 +138,7 @@ class ReverbNode(base.Node):
 
     def run(self) -> None:
         reverb = _import_reverb()
-        with base.running_context() as node:
+        with running.running_context() as node:
             checkpointer = self._checkpoint_ctor() if self._checkpoint_ctor else None
             # Bound outside a launch, or registered already (a subclass's run() calling ours).
             registered = self._address.bound or not self._address.registered_by_node

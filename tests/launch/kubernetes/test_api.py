@@ -155,7 +155,7 @@ def test_stop_deletes_everything_of_the_launch_by_label_and_nothing_else(api):
 
 def test_a_refused_object_fails_the_launch_named_and_leaves_nothing(api):
     api.refuse["jobs"] = (403, 'jobs is forbidden: exceeded quota "pods"')
-    with pytest.raises(kubernetes.KubernetesError) as raised:
+    with pytest.raises(lp.KubernetesError) as raised:
         _launch()
     assert 'exceeded quota "pods"' in str(raised.value)
     assert "Kubernetes refused Job lp-adder-client-" in str(raised.value)

@@ -16,7 +16,7 @@ import sys
 import pytest
 
 import launchpad as lp
-from launchpad.launch.ray import launcher as ray_launcher
+from launchpad.launch.ray import actors as ray_launcher
 from tests.cli.helpers import cli
 from tests.launch import helpers
 from tests.launch.helpers import TIMEOUT
