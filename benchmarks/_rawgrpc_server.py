@@ -20,8 +20,8 @@ import sys
 import grpc
 
 from benchmarks._courier_server import tls_from
-from launchpad.courier import allocator
 from launchpad.courier._grpc import credentials
+from launchpad.courier._process import allocator
 
 SERVICE = "bench.Echo"
 METHOD = "Echo"

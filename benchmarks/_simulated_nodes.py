@@ -38,26 +38,29 @@ import time
 import grpc
 
 from launchpad import control, telemetry
-from launchpad.courier import hosts, local_sockets, net_sockets, records, serialization, transport
+from launchpad.courier import transport
 from launchpad.courier._grpc import grpc_client, limits
-from launchpad.courier.serialization import Kind
+from launchpad.courier._process import hosts
+from launchpad.courier._sockets import records, tcp_sockets, unix_sockets
+from launchpad.courier._wire import serialization
+from launchpad.courier._wire.serialization import Kind
 
 PERIOD_SECS = 2.0  # spec.CLUSTER_HEARTBEAT_SECS and telemetry.REPORT_SECS
 RESOLVE_EVERY_SECS = 60.0
 # Connections opened at once, as a host's processes open theirs: a server lets at most
-# 1,024 connections wait for their hello (local_server.py), and 6,250 connected in one
+# 1,024 connections wait for their hello (socket_server.py), and 6,250 connected in one
 # step of the loop would all wait.
 _CONNECTING = 256
 _ids = itertools.count(1)
 
 
 class _LocalStream:
-    """A courier stream on the server's Unix socket (local_sockets.py's records)."""
+    """A courier stream on the server's Unix socket (unix_sockets.py's records)."""
 
     def __init__(self, address: str, token: str):
         host, port = hosts.keys(address)[0]
-        self._path = local_sockets.socket_path(local_sockets.socket_dir(), host, port, None)
-        self._hello = local_sockets.hello(token, "")
+        self._path = unix_sockets.socket_path(unix_sockets.socket_dir(), host, port, None)
+        self._hello = unix_sockets.hello(token, "")
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
 
@@ -65,21 +68,21 @@ class _LocalStream:
         return await asyncio.open_unix_connection(self._path)
 
     async def send(self, message: bytes) -> None:
-        pieces = [records.pack_header(local_sockets.MESSAGE, len(message)), message]
+        pieces = [records.pack_header(unix_sockets.MESSAGE, len(message)), message]
         if self._writer is None:
             self._reader, self._writer = await self._open()
-            pieces[:0] = [records.pack_header(local_sockets.HELLO, len(self._hello)),
+            pieces[:0] = [records.pack_header(unix_sockets.HELLO, len(self._hello)),
                           self._hello]
             self._writer.writelines(pieces)
-            if (await self._record())[0] != local_sockets.ANSWER:
+            if (await self._record())[0] != unix_sockets.ANSWER:
                 raise ConnectionError("the server did not answer the hello")
         else:
             self._writer.writelines(pieces)
 
     async def receive(self) -> bytes:
         kind, body = await self._record()
-        if kind != local_sockets.MESSAGE:
-            raise ConnectionError(f"the stream ended: {local_sockets.status_of(body)}")
+        if kind != unix_sockets.MESSAGE:
+            raise ConnectionError(f"the stream ended: {unix_sockets.status_of(body)}")
         return body
 
     async def _record(self) -> tuple[int, bytes]:
@@ -92,14 +95,14 @@ class _LocalStream:
 
 
 class _TcpStream(_LocalStream):
-    """The same records on the server's TCP port (net_sockets.py), as an agent of another
+    """The same records on the server's TCP port (tcp_sockets.py), as an agent of another
     host calls (`tcp_port`: the port the server offers)."""
 
     tcp_port = 0
 
     async def _open(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         reader, writer = await asyncio.open_connection("127.0.0.1", self.tcp_port)
-        net_sockets.tune(writer.get_extra_info("socket"))
+        tcp_sockets.tune(writer.get_extra_info("socket"))
         return reader, writer
 
 

@@ -15,7 +15,7 @@ own process, interleaved round by round (medians of `--rounds`):
 * `broadcast_1mib_ms` (up to 64 members): `group.broadcast.take(array)` of a 1 MiB float32
   array, until every member has it; `broadcast_pickles`: how many times the array was
   pickled for it; `broadcast_copied_mib`: how many MiB the caller copied into shared memory
-  for it (shared_memory.bytes_copied), and `members_copied_mib`: how many the members copied
+  for it (lanes.bytes_copied), and `members_copied_mib`: how many the members copied
   out, all together;
 * `futures_loop_1mib_ms` and `futures_loop_copied_mib`: the same array sent by a loop of
   each member's own `futures.take`, for comparison.
@@ -37,7 +37,8 @@ import time
 import numpy as np
 
 import launchpad as lp
-from launchpad.courier import serialization, shared_memory
+from launchpad.courier._shared_memory import lanes
+from launchpad.courier._wire import serialization
 
 _ARRAY = np.zeros(262144, np.float32)  # 1 MiB
 _BROADCAST_MEMBERS = 64  # the broadcast is measured up to this many members (issue 29's)
@@ -58,7 +59,7 @@ class Member:
         return self._taken
 
     def copied_out(self):
-        return shared_memory.bytes_copied()["read"]
+        return lanes.bytes_copied()["read"]
 
 
 class Caller:
@@ -134,7 +135,7 @@ def _machine_cpu_secs() -> float:
 
 
 def _copied_in() -> int:
-    return shared_memory.bytes_copied()["written"]
+    return lanes.bytes_copied()["written"]
 
 
 def _mib(nbytes: int) -> float:

@@ -9,8 +9,11 @@ This package knows nothing of programs, nodes or launchers. What the rest of lau
 of it is exported here, and only here: its modules are private to it (tests/test_imports.py).
 """
 
-from launchpad.courier import histogram as latency_histogram
-from launchpad.courier.allocator import retain_freed_memory
+from launchpad.courier import _histogram as latency_histogram
+from launchpad.courier._connection.in_flight import settle
+from launchpad.courier._process.allocator import retain_freed_memory
+from launchpad.courier._process.hosts import host_identity
+from launchpad.courier._serving.served_methods import public_methods
 from launchpad.courier.batching import batched_handler
 from launchpad.courier.client import Client, call, close, list_methods, submit, transport_of
 from launchpad.courier.errors import (
@@ -27,11 +30,8 @@ from launchpad.courier.errors import (
 )
 from launchpad.courier.function_server import FunctionServer
 from launchpad.courier.group import GroupClient
-from launchpad.courier.hosts import host_identity
-from launchpad.courier.in_flight import settle
 from launchpad.courier.metrics import MethodCounts
 from launchpad.courier.metrics import summed as summed_metrics
-from launchpad.courier.served_methods import public_methods
 from launchpad.courier.server import Server
 from launchpad.courier.tls import TLS
 from launchpad.courier.transport import mode_of as transport_mode

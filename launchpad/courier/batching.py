@@ -23,7 +23,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from launchpad.courier.threads import DaemonThreadPool
+from launchpad.courier._process.threads import DaemonThreadPool
 
 
 def batched_handler(batch_size: int, max_parallelism: int = 1,

@@ -27,11 +27,13 @@ import weakref
 from collections.abc import Callable
 from typing import Any, Protocol, Union
 
-from launchpad.courier import direct_calls, errors, serialization
+from launchpad.courier import errors
 from launchpad.courier import transport as _transport
-from launchpad.courier.connection import Connection
-from launchpad.courier.in_flight import BlockingCall, StartedCall, settle
-from launchpad.courier.served_methods import LIST_METHODS
+from launchpad.courier._connection.connection import Connection
+from launchpad.courier._connection.in_flight import BlockingCall, StartedCall, settle
+from launchpad.courier._in_process import direct_calls
+from launchpad.courier._serving.served_methods import LIST_METHODS
+from launchpad.courier._wire import serialization
 from launchpad.courier.tls import TLS
 
 Timeout = Union[None, int, float, datetime.timedelta]

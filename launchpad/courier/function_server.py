@@ -19,7 +19,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from launchpad.courier.served_methods import public_methods
+from launchpad.courier._serving.served_methods import public_methods
 from launchpad.courier.server import Server
 from launchpad.courier.tls import TLS
 

@@ -14,7 +14,7 @@ thread sends them itself and waits on all the members' sockets at once, reading 
 as it comes (in_flight.read_replies): no thread is woken per member. (Members reached by
 gRPC, or in this process, or not yet reached, are called as futures.) Its large buffers
 are copied once into shared memory, which every member on this host reads
-(shared_memory.share), not once per member.
+(lanes.share), not once per member.
 
 `call` and `scatter` raise `GroupCallError` if any member failed, holding every member's
 result or exception (`e.results`). `broadcast` never waits: its messages are sent by a few
@@ -39,10 +39,12 @@ from typing import Any
 
 from absl import logging
 
-from launchpad.courier import in_flight, serialization, shared_memory
+from launchpad.courier._connection import in_flight
+from launchpad.courier._process.threads import DaemonThreadPool
+from launchpad.courier._shared_memory import lanes
+from launchpad.courier._wire import serialization
 from launchpad.courier.client import Client
 from launchpad.courier.errors import CallTimeoutError, GroupCallError, ServerUnavailableError
-from launchpad.courier.threads import DaemonThreadPool
 
 _BROADCAST_THREADS = 4  # senders of broadcasts: a member being reconnected to holds one
 UNAVAILABLE_SECS = 5.0  # a member found gone, or late, is chosen last for this long
@@ -154,16 +156,16 @@ class GroupClient:
 
     def _pickle_once(self, method: str, args: tuple, kwargs: dict) -> list:
         """The arguments of a call to every member, pickled once; large buffers are also
-        copied once into shared memory when members share this host (shared_memory.share)."""
+        copied once into shared memory when members share this host (lanes.share)."""
         parts = serialization.dumps_call_arguments(method, args, kwargs)
         if len(parts) > 1 and self._members_share_this_host():
-            return shared_memory.share(parts)
+            return lanes.share(parts)
         return parts
 
     def _members_share_this_host(self) -> bool:
         """Whether two or more members are on this host (as last resolved)."""
         here = (client for client in self._clients
-                if shared_memory.is_same_host(client.address))
+                if lanes.is_same_host(client.address))
         return next(here, None) is not None and next(here, None) is not None
 
     def _call(self, method: str, args: tuple, kwargs: dict, timeout: float | None) -> list:

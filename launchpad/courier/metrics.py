@@ -2,7 +2,7 @@
 
 Every call a server answers is counted under its method's name: calls, errors (the method
 raised, or its arguments could not be loaded) and its duration in a log-linear histogram
-(histogram.py: percentiles within 3.1% from 1 us to an hour), so that processes can sum
+(_histogram.py: percentiles within 3.1% from 1 us to an hour), so that processes can sum
 histograms and anyone can read percentiles or export them (Prometheus) without keeping each
 duration. Recording costs one uncontended lock and a few integer operations (under a
 microsecond, against a call's tens: benchmarks/telemetry_overhead.py). Calls of a method the
@@ -16,7 +16,7 @@ import collections
 import dataclasses
 import threading
 
-from launchpad.courier import histogram
+from launchpad.courier import _histogram
 
 UNKNOWN_METHOD = "(unknown method)"
 
@@ -51,8 +51,8 @@ class MethodCounts:
 
     def percentile(self, fraction: float) -> float | None:
         """The duration under which `fraction` of the calls took, in seconds, within 3.1%
-        (histogram.percentile); None without calls."""
-        return histogram.percentile(self.buckets, fraction)
+        (_histogram.percentile); None without calls."""
+        return _histogram.percentile(self.buckets, fraction)
 
 
 class CallMetrics:
@@ -64,7 +64,7 @@ class CallMetrics:
 
     def record(self, method: str, secs: float, failed: bool) -> None:
         """Counts one answered call of `method` that took `secs`."""
-        bucket = histogram.bucket_of(secs)
+        bucket = _histogram.bucket_of(secs)
         with self._lock:
             counts = self._methods.get(method)
             if counts is None:  # (its buckets count up from 0 by themselves)

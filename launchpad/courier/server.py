@@ -2,7 +2,7 @@
 
 A stream's messages are answered one at a time, each by the thread that read it (a gRPC
 server thread that took it from the completion queue, grpc_server.py; a stream thread its
-epoll woke, local_server.py), which runs the calls it reads (`replies`, call_batches.py):
+epoll woke, socket_server.py), which runs the calls it reads (`replies`, call_batches.py):
 
     read a message -> run its calls (quick ones here, in order; others on workers, but the
                       last) -> yield the replies (coalesced) -> read the next message
@@ -19,7 +19,7 @@ object exists (`Server(None)` then `serve(obj)`): calls that arrive early wait f
 can publish its address before it builds the object that answers.
 
 A client on this host may send large parts through shared memory (the stream's lane, see
-shared_memory.py), and invite replies the same way. The lane's region for replies is reused
+lanes.py), and invite replies the same way. The lane's region for replies is reused
 from its start when the next message arrives: the client sends it only after reading every
 reply to the one before.
 """
@@ -38,19 +38,12 @@ from typing import Any
 
 from absl import logging
 
-from launchpad.courier import (
-    call_batches,
-    errors,
-    metrics,
-    replies,
-    serialization,
-    served_methods,
-    shared_memory,
-    streams,
-    transport,
-)
+from launchpad.courier import errors, metrics, transport
+from launchpad.courier._process.threads import DaemonThreadPool
+from launchpad.courier._serving import call_batches, replies, served_methods
+from launchpad.courier._shared_memory import lanes
 from launchpad.courier._status import Status
-from launchpad.courier.threads import DaemonThreadPool
+from launchpad.courier._wire import serialization, streams
 from launchpad.courier.tls import TLS
 
 
@@ -210,7 +203,7 @@ class Server:
         return isinstance(token, str) and hmac.compare_digest(
             token.encode("utf-8", "surrogatepass"), self._token.encode("utf-8", "surrogatepass"))
 
-    def admit(self, peer: streams.Peer) -> shared_memory.Lane | None:
+    def admit(self, peer: streams.Peer) -> lanes.Lane | None:
         """Checks a socket stream's token before anything of it is read (the stream is
         aborted if it is wrong); returns the stream's shared-memory lane, if it has one."""
         if not self.admits(peer.token):
@@ -218,7 +211,7 @@ class Server:
         return peer.accept_shared_memory()
 
     def replies(self, peer: streams.Peer, message: bytes | memoryview,
-                lane: shared_memory.Lane | None,
+                lane: lanes.Lane | None,
                 outbox: queue.SimpleQueue) -> Iterator[tuple[list, bool]]:
         """The chunks of each reply to one message of a socket stream (gRPC or local), each
         with whether it is the last. The stream waits for its next message again once its
@@ -228,7 +221,7 @@ class Server:
         del message
         self._set_waiting(peer, True)
 
-    def end_stream(self, peer: streams.Peer, lane: shared_memory.Lane | None) -> None:
+    def end_stream(self, peer: streams.Peer, lane: lanes.Lane | None) -> None:
         """Forgets a socket stream that ended, and lets go of its lane."""
         if lane is not None:
             lane.close()
@@ -260,7 +253,7 @@ class Server:
                 self._set_waiting(peer, True)
             yield reply, last
 
-    def _answer(self, peer: streams.Peer, message: bytes, lane: shared_memory.Lane | None,
+    def _answer(self, peer: streams.Peer, message: bytes, lane: lanes.Lane | None,
                 outbox: queue.SimpleQueue, run_last_here: bool) -> Iterator[tuple[list, bool]]:
         """Runs the calls of one message and yields its replies (see `_replies`)."""
         try:

@@ -1,8 +1,8 @@
 """Every transport of a server at once, and for a client the fastest that reaches it.
 
 A courier server is reachable four ways (`Endpoints`): through gRPC on its port (from any
-host), through a TCP port of its own carrying courier's records (net_sockets.py; from any
-host, when the server has no TLS), through a Unix socket (local_sockets.py, from its own
+host), through a TCP port of its own carrying courier's records (tcp_sockets.py; from any
+host, when the server has no TLS), through a Unix socket (unix_sockets.py, from its own
 host) and directly (in_process.py, from its own process). A client opens the fastest channel
 that reaches the server it names (`open_channel`): in-process, else local, else gRPC, which,
 once up, tells it the TCP port to go on with (`faster`). The semantics are the same on each
@@ -20,9 +20,11 @@ from __future__ import annotations
 import os
 from typing import Protocol
 
-from launchpad.courier import in_process, local_server, net_sockets, streams
 from launchpad.courier._grpc import grpc_client, grpc_server
-from launchpad.courier.local_client import LocalChannel, NetChannel
+from launchpad.courier._in_process import in_process
+from launchpad.courier._sockets import socket_server, tcp_sockets
+from launchpad.courier._sockets.socket_client import LocalChannel, NetChannel
+from launchpad.courier._wire import streams
 from launchpad.courier.tls import TLS
 
 ENV_TRANSPORT = "LAUNCHPAD_COURIER_TRANSPORT"
@@ -97,7 +99,7 @@ class Endpoints:
     A server for this host's clients alone (`local_only`: a node of a local launch) starts
     no gRPC server, whose core costs each node process threads and memory (100 nodes of
     local_mp: 612-614 MB PSS with it, 574-584 without), and no TCP port. Its port is held
-    (net_sockets.hold) so that its address stays its own, and a gRPC client is refused at
+    (tcp_sockets.hold) so that its address stays its own, and a gRPC client is refused at
     once. Where this host has no socket directory, or `LAUNCHPAD_COURIER_TRANSPORT` asks for
     gRPC or TCP (whose clients would not reach it), it serves them all after all.
     """
@@ -109,9 +111,9 @@ class Endpoints:
         self._grpc: grpc_server.GrpcServer | None = None
         self._held = self._sockets = None
         if local_only and mode_of(None) in ("auto", "local"):
-            self._held = net_sockets.hold(host, port)
+            self._held = tcp_sockets.hold(host, port)
             self.port = self._held.getsockname()[1]
-            self._sockets = local_server.LocalServer.bind(target, host, self.port, tls,
+            self._sockets = socket_server.LocalServer.bind(target, host, self.port, tls,
                                                           tcp=False)
             if self._sockets is None:  # no socket directory: every transport after all
                 self._held.close()
@@ -119,7 +121,7 @@ class Endpoints:
         if self._held is None:
             self._grpc = grpc_server.GrpcServer(target, host, port, tls)
             self.port = self._grpc.port
-            self._sockets = local_server.LocalServer.bind(target, host, self.port, tls)
+            self._sockets = socket_server.LocalServer.bind(target, host, self.port, tls)
         if self._sockets is not None:
             self._sockets.start()
             if self._grpc is not None:

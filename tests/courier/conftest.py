@@ -19,7 +19,8 @@ import threading
 import pytest
 
 from launchpad import courier
-from launchpad.courier import errors, streams, transport
+from launchpad.courier import errors, transport
+from launchpad.courier._wire import streams
 
 TOKEN = "test-secret-token"
 # Each transport, and what the environment variable says to get it for a server of this

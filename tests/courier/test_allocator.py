@@ -22,7 +22,7 @@ pytestmark = pytest.mark.skipif(
 _MAPPED_BLOCKS = textwrap.dedent("""
     import ctypes
     import sys
-    from launchpad.courier import allocator
+    from launchpad.courier._process import allocator
 
     class Mallinfo2(ctypes.Structure):
         _fields_ = [(name, ctypes.c_size_t) for name in (

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from launchpad.courier.in_flight import BlockingCall, settle
+from launchpad.courier._connection.in_flight import BlockingCall, settle
 
 pytestmark = pytest.mark.timeout(30)
 

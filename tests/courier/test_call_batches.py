@@ -9,8 +9,9 @@ import threading
 
 import pytest
 
-from launchpad.courier import call_batches, serialization
-from launchpad.courier.serialization import Kind
+from launchpad.courier._serving import call_batches
+from launchpad.courier._wire import serialization
+from launchpad.courier._wire.serialization import Kind
 from tests.courier.conftest import TOKEN, open_raw_channel
 
 pytestmark = pytest.mark.timeout(30)

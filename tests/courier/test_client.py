@@ -15,7 +15,8 @@ import portpicker
 import pytest
 
 from launchpad import courier
-from launchpad.courier import connection, errors
+from launchpad.courier import errors
+from launchpad.courier._connection import connection
 from tests.courier.conftest import TOKEN
 
 pytestmark = [pytest.mark.timeout(30), pytest.mark.usefixtures("courier_transport")]

@@ -19,8 +19,9 @@ import time
 
 import pytest
 
-from launchpad.courier import local_sockets, transport
+from launchpad.courier import transport
 from launchpad.courier._grpc import grpc_client, limits
+from launchpad.courier._sockets import unix_sockets
 from tests.courier.children import child_server
 
 pytestmark = pytest.mark.timeout(90)
@@ -107,7 +108,7 @@ def _idle_connection(kind: str, port: int) -> socket.socket:
         sock, where = socket.socket(), ("127.0.0.1", port)
     else:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        where = local_sockets.socket_path(local_sockets.socket_dir(), "127.0.0.1", port,
+        where = unix_sockets.socket_path(unix_sockets.socket_dir(), "127.0.0.1", port,
                                           None)
     sock.setblocking(False)
     with contextlib.suppress(BlockingIOError):

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from launchpad import courier
-from launchpad.courier import errors, metrics, serialization
+from launchpad.courier import errors, metrics
+from launchpad.courier._wire import serialization
 from tests.courier.conftest import TOKEN, Blocker
 
 pytestmark = pytest.mark.timeout(60)

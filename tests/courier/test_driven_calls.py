@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from launchpad import courier
-from launchpad.courier import connection
+from launchpad.courier._connection import connection
 from tests.courier.conftest import TOKEN
 
 pytestmark = [pytest.mark.timeout(30), pytest.mark.usefixtures("socket_transport")]

@@ -16,7 +16,8 @@ import pytest
 
 from launchpad import courier
 from launchpad.courier import group as group_module
-from launchpad.courier import in_flight, serialization
+from launchpad.courier._connection import in_flight
+from launchpad.courier._wire import serialization
 from tests.courier.conftest import TOKEN, Service
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("courier_transport")]

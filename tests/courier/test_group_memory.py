@@ -1,7 +1,7 @@
 """A group call's large arguments cross to the members on this host through one shared-memory
-region (shared_memory.share): copied in once whatever the number of members, copied out once by
+region (lanes.share): copied in once whatever the number of members, copied out once by
 each member, which keeps no mapping of it, and given back once every member has read it.
-Members are real servers in child processes; bytes are counted by shared_memory.bytes_copied,
+Members are real servers in child processes; bytes are counted by lanes.bytes_copied,
 regions through /proc."""
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ import numpy as np
 import pytest
 
 from launchpad import courier
-from launchpad.courier import memory_files, shared_memory
+from launchpad.courier._shared_memory import lanes, memory_files
 from tests.courier.children import ECHO_SERVER, child_server, memory_regions
 from tests.courier.conftest import TOKEN
 
 pytestmark = [
     pytest.mark.timeout(90),
     pytest.mark.usefixtures("socket_transport"),
-    pytest.mark.skipif(not shared_memory.enabled(), reason="needs Linux memfd and /proc"),
+    pytest.mark.skipif(not lanes.enabled(), reason="needs Linux memfd and /proc"),
 ]
 
 ARRAY = np.arange(1 << 17, dtype=np.float64)  # 1 MiB
@@ -37,7 +37,7 @@ def _members(count: int, switched_off: int = 0) -> Iterator[list[tuple[int, str]
         for index in range(count):
             env = dict(os.environ)
             if index >= count - switched_off:
-                env[shared_memory.ENV_SWITCH] = "0"
+                env[lanes.ENV_SWITCH] = "0"
             pid, port = stack.enter_context(
                 child_server([sys.executable, "-c", ECHO_SERVER, TOKEN], env=env))
             members.append((pid, f"127.0.0.1:{port}"))
@@ -55,9 +55,9 @@ def group_of(connect):
 
 
 def _written_by(action) -> int:
-    before = shared_memory.bytes_copied()["written"]
+    before = lanes.bytes_copied()["written"]
     action()
-    return shared_memory.bytes_copied()["written"] - before
+    return lanes.bytes_copied()["written"] - before
 
 
 def test_a_large_argument_is_copied_once_for_every_member(group_of):

@@ -21,9 +21,10 @@ import grpc
 import pytest
 
 from launchpad import courier
-from launchpad.courier import errors, serialization
+from launchpad.courier import errors
 from launchpad.courier._grpc import grpc_client
-from launchpad.courier.serialization import Kind
+from launchpad.courier._wire import serialization
+from launchpad.courier._wire.serialization import Kind
 from tests.courier.children import child_server
 from tests.courier.conftest import TOKEN
 

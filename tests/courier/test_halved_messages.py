@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from launchpad.courier import connection, in_flight
+from launchpad.courier._connection import connection, in_flight
 from tests.courier.conftest import TOKEN
 
 pytestmark = [pytest.mark.timeout(30), pytest.mark.usefixtures("courier_transport")]

@@ -1,4 +1,4 @@
-"""The latency histogram (histogram.py): known distributions recorded, their percentiles read
+"""The latency histogram (_histogram.py): known distributions recorded, their percentiles read
 back within 5% of numpy's on the raw samples, from 1 us to 60 s; buckets that tile the
 durations without gaps; sums of histograms that are the histogram of the sums."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from launchpad.courier import histogram, metrics
+from launchpad.courier import _histogram, metrics
 
 FRACTIONS = (0.5, 0.9, 0.99)
 _RNG = np.random.default_rng(20261204)
@@ -37,22 +37,22 @@ def test_percentiles_are_within_5_percent_of_the_samples(name):
 
 def test_every_duration_lands_in_a_bucket_whose_bounds_hold_it():
     for secs in np.geomspace(1e-7, 4000.0, 20_000):
-        bucket = histogram.bucket_of(float(secs))
-        lower, upper = histogram.bounds_of(bucket)
+        bucket = _histogram.bucket_of(float(secs))
+        lower, upper = _histogram.bounds_of(bucket)
         assert lower <= secs * (1 + 1e-12) and secs < upper * (1 + 1e-12), (secs, bucket)
         if secs >= 1e-6:
-            assert (upper - lower) / lower <= 1 / histogram.SUB_BUCKETS + 1e-12
+            assert (upper - lower) / lower <= 1 / _histogram.SUB_BUCKETS + 1e-12
 
 
 def test_buckets_tile_the_durations_from_zero_to_the_last():
     previous_upper = 0.0
-    for bucket in range(histogram.LAST_BUCKET + 1):
-        lower, upper = histogram.bounds_of(bucket)
+    for bucket in range(_histogram.LAST_BUCKET + 1):
+        lower, upper = _histogram.bounds_of(bucket)
         assert lower == pytest.approx(previous_upper, rel=1e-12, abs=1e-15) and upper > lower
         previous_upper = upper
     assert previous_upper == float("inf")
-    assert histogram.bucket_of(1e9) == histogram.LAST_BUCKET
-    assert histogram.bucket_of(-1.0) == 0
+    assert _histogram.bucket_of(1e9) == _histogram.LAST_BUCKET
+    assert _histogram.bucket_of(-1.0) == 0
 
 
 def test_summed_histograms_read_as_one_of_every_sample():
@@ -68,7 +68,7 @@ def test_summed_histograms_read_as_one_of_every_sample():
 
 
 def test_a_histogram_is_refused_unless_it_is_buckets_to_counts():
-    assert histogram.is_valid({0: 1, histogram.LAST_BUCKET: 2}, 1 << 63)
-    for bad in ([1, 2], {histogram.LAST_BUCKET + 1: 1}, {-1: 1}, {0: -1}, {"0": 1}, {0: 1.5},
+    assert _histogram.is_valid({0: 1, _histogram.LAST_BUCKET: 2}, 1 << 63)
+    for bad in ([1, 2], {_histogram.LAST_BUCKET + 1: 1}, {-1: 1}, {0: -1}, {"0": 1}, {0: 1.5},
                 {True: 1}):
-        assert not histogram.is_valid(bad, 1 << 63), bad
+        assert not _histogram.is_valid(bad, 1 << 63), bad

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from launchpad.courier import idle_release
+from launchpad.courier._shared_memory import idle_release
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -15,7 +15,10 @@ import threading
 
 import pytest
 
-from launchpad.courier import connection, local_client, serialization, transport
+from launchpad.courier import transport
+from launchpad.courier._connection import connection
+from launchpad.courier._sockets import socket_client
+from launchpad.courier._wire import serialization
 from tests.courier.conftest import TOKEN, TRANSPORTS
 
 pytestmark = pytest.mark.timeout(30)
@@ -58,7 +61,7 @@ def looks_often(monkeypatch):
     """Stream threads look at their idle stream every 10 ms, and a local stream is looked at
     however recently it was answered."""
     monkeypatch.setattr(connection, "_CHECK_IDLE_SECS", 0.01)
-    monkeypatch.setattr(local_client, "_FRESH_SECS", 0.0)
+    monkeypatch.setattr(socket_client, "_FRESH_SECS", 0.0)
 
 
 def test_a_streams_thread_leaves_alone_the_stream_a_blocking_call_drives(

@@ -14,7 +14,8 @@ import portpicker
 import pytest
 
 from launchpad import courier
-from launchpad.courier import local_sockets, transport
+from launchpad.courier import transport
+from launchpad.courier._sockets import unix_sockets
 from tests.courier.conftest import TOKEN
 
 pytestmark = pytest.mark.timeout(60)
@@ -56,7 +57,7 @@ def test_it_serves_every_transport_when_the_environment_asks_for_another(
 
 
 def test_without_a_socket_directory_it_serves_every_transport(serve, connect, service):
-    directory = local_sockets.socket_dir()
+    directory = unix_sockets.socket_dir()
     os.chmod(directory, 0o755)  # not this user's alone: not used
     try:
         server = serve(service, token=TOKEN, local_only=True)

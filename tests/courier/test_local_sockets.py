@@ -10,14 +10,15 @@ import time
 import pytest
 
 from launchpad import courier
-from launchpad.courier import in_process, local_sockets
+from launchpad.courier._in_process import in_process
+from launchpad.courier._sockets import unix_sockets
 from tests.courier.conftest import TOKEN
 
 pytestmark = pytest.mark.timeout(60)
 
 
 def _path_of(server: courier.Server) -> str:
-    return local_sockets.socket_path(local_sockets.socket_dir(), "127.0.0.1", server.port,
+    return unix_sockets.socket_path(unix_sockets.socket_dir(), "127.0.0.1", server.port,
                                        None)
 
 
@@ -54,22 +55,22 @@ def test_a_process_of_another_user_cannot_connect(serve, service):
 
 
 def test_a_socket_directory_open_to_others_is_not_used(serve, connect, service):
-    directory = local_sockets.socket_dir()
+    directory = unix_sockets.socket_dir()
     os.chmod(directory, 0o755)
     try:
-        assert local_sockets.socket_dir() is None
+        assert unix_sockets.socket_dir() is None
         client = connect(serve(service, token=TOKEN), token=TOKEN, transport="local")
         assert client.ping() == "pong"
         # the server made no socket there: its TCP port
         assert courier.transport_of(client) == "tcp"
     finally:
         os.chmod(directory, 0o700)
-    assert local_sockets.socket_dir() == directory
+    assert unix_sockets.socket_dir() == directory
 
 
 def test_the_sweep_removes_sockets_nobody_listens_on_and_keeps_live_ones(serve, service):
     live = _path_of(serve(service, token=TOKEN))
-    directory = local_sockets.socket_dir()
+    directory = unix_sockets.socket_dir()
     stale = os.path.join(directory, "0-sweep-test")
     left = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     left.bind(stale)  # bound, never listening: the socket of a server that was killed
@@ -82,7 +83,7 @@ def test_the_sweep_removes_sockets_nobody_listens_on_and_keeps_live_ones(serve, 
     for path in (stale, live):
         os.utime(path, (old, old), follow_symlinks=False)
     try:
-        local_sockets.sweep(directory)
+        unix_sockets.sweep(directory)
         assert not os.path.exists(stale)
         assert os.path.exists(young)  # may be a server between its bind and its listen
         assert os.path.exists(live)
@@ -95,7 +96,7 @@ def test_the_sweep_removes_sockets_nobody_listens_on_and_keeps_live_ones(serve, 
 def test_the_sweep_keeps_a_socket_bound_in_place_of_a_stale_one_while_it_looked(monkeypatch):
     """A new server of a killed server's port replaces the stale socket with its own, bound
     and not yet listening, while the sweep probes that path: the sweep leaves the new one."""
-    directory = local_sockets.socket_dir()
+    directory = unix_sockets.socket_dir()
     path = os.path.join(directory, "0-sweep-replaced-test")
     killed = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     killed.bind(path)
@@ -103,7 +104,7 @@ def test_the_sweep_keeps_a_socket_bound_in_place_of_a_stale_one_while_it_looked(
     old = time.time() - 3600
     os.utime(path, (old, old), follow_symlinks=False)
     new = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    probe = local_sockets.listening
+    probe = unix_sockets.listening
 
     def replaced_then_probed(probed: str) -> bool:
         if probed == path:
@@ -111,9 +112,9 @@ def test_the_sweep_keeps_a_socket_bound_in_place_of_a_stale_one_while_it_looked(
             new.bind(path)  # the new server, between its bind and its listen
         return probe(probed)
 
-    monkeypatch.setattr(local_sockets, "listening", replaced_then_probed)
+    monkeypatch.setattr(unix_sockets, "listening", replaced_then_probed)
     try:
-        local_sockets.sweep(directory)
+        unix_sockets.sweep(directory)
         assert os.path.exists(path)
     finally:
         new.close()

@@ -1,6 +1,6 @@
 """The local socket's server: streams on few threads, hellos looked at as they come.
 
-A stream holds a server thread only while one of its messages is answered (local_server.py):
+A stream holds a server thread only while one of its messages is answered (socket_server.py):
 hundreds of open streams leave the server a handful of threads, a burst of new streams is
 served whole, a hello may come in parts, and a peer that says nothing is let go in time.
 """
@@ -15,7 +15,8 @@ import threading
 import pytest
 
 from launchpad import courier
-from launchpad.courier import local_client, local_server, local_sockets, records, transport
+from launchpad.courier import transport
+from launchpad.courier._sockets import records, socket_client, socket_server, unix_sockets
 from tests.courier.children import ECHO_SERVER, child_server
 from tests.courier.conftest import TOKEN
 
@@ -82,14 +83,14 @@ def test_a_burst_of_new_streams_is_served_whole(child):
 def _connect(server: courier.Server) -> socket.socket:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.settimeout(30)
-    sock.connect(local_sockets.socket_path(local_sockets.socket_dir(), "127.0.0.1",
+    sock.connect(unix_sockets.socket_path(unix_sockets.socket_dir(), "127.0.0.1",
                                            server.port, None))
     return sock
 
 
 def _hello_record() -> bytes:
-    body = local_sockets.hello(TOKEN, "")
-    return bytes([local_sockets.HELLO]) + len(body).to_bytes(8, "little") + body
+    body = unix_sockets.hello(TOKEN, "")
+    return bytes([unix_sockets.HELLO]) + len(body).to_bytes(8, "little") + body
 
 
 def test_a_hello_that_comes_in_parts_is_answered(serve, service):
@@ -98,21 +99,21 @@ def test_a_hello_that_comes_in_parts_is_answered(serve, service):
     with _connect(server) as sock:
         for part in (record[:3], record[3:12], record[12:]):
             sock.sendall(part)
-        kind, _ = records.Reader(sock, max_length=local_sockets.HELLO_MAX).read()
-    assert kind == local_sockets.ANSWER
+        kind, _ = records.Reader(sock, max_length=unix_sockets.HELLO_MAX).read()
+    assert kind == unix_sockets.ANSWER
 
 
 @pytest.mark.parametrize("sent", ["nothing", "half a hello", "no hello"])
 def test_a_peer_without_a_whole_hello_is_let_go_after_the_handshake_time(
         serve, service, monkeypatch, sent):
-    monkeypatch.setattr(local_server, "HANDSHAKE_SECS", 0.5)
+    monkeypatch.setattr(socket_server, "HANDSHAKE_SECS", 0.5)
     server = serve(service, token=TOKEN)
     record = _hello_record()
     with _connect(server) as sock:
         if sent == "half a hello":
             sock.sendall(record[:len(record) // 2])
         elif sent == "no hello":
-            sock.sendall(bytes([local_sockets.MESSAGE]) + record[1:])
+            sock.sendall(bytes([unix_sockets.MESSAGE]) + record[1:])
         try:  # the socket's timeout: 30 s
             closed = sock.recv(1) == b""
         except ConnectionResetError:  # (closed with bytes unread)
@@ -150,7 +151,7 @@ def test_a_client_polls_for_the_reply_to_a_lone_call_only(serve, service, monkey
     server = serve(service, token=TOKEN)
     client = courier.Client(server.address, token=TOKEN, transport="local")
     polls: list[tuple[int, float]] = []  # (calls in the message, how long its reply is polled)
-    exchange, spin = local_client.LocalStream.exchange, records.Reader._spin
+    exchange, spin = socket_client.LocalStream.exchange, records.Reader._spin
     sending = threading.local()
 
     def counted_exchange(self, chunks, caller_waits=False, calls=1):
@@ -164,7 +165,7 @@ def test_a_client_polls_for_the_reply_to_a_lone_call_only(serve, service, monkey
 
     try:
         assert client.identity(0) == 0  # connected
-        monkeypatch.setattr(local_client.LocalStream, "exchange", counted_exchange)
+        monkeypatch.setattr(socket_client.LocalStream, "exchange", counted_exchange)
         monkeypatch.setattr(records.Reader, "_spin", recorded_spin)
         blocked = client.futures.block()  # a message of one call, which holds the server
         assert service.blocker.entered.wait(10)

@@ -1,7 +1,7 @@
 """Memory that one large call takes is given back while the connection stays open.
 
 Between processes of one host a large part travels through shared-memory regions (see
-shared_memory.py); a region larger than `shared_memory.KEEP_WARM` must not stay resident in
+lanes.py); a region larger than `lanes.KEEP_WARM` must not stay resident in
 either process for as long as the connection lives. The collector is off in both processes
 here, so only reference counting and the courier's own releases free anything.
 """
@@ -18,12 +18,12 @@ import numpy as np
 import pytest
 
 from launchpad import courier
-from launchpad.courier import shared_memory
+from launchpad.courier._shared_memory import lanes
 from tests.courier.children import ECHO_SERVER, child_server
 
 pytestmark = [
     pytest.mark.timeout(90),
-    pytest.mark.skipif(not shared_memory.enabled(), reason="needs Linux memfd and /proc"),
+    pytest.mark.skipif(not lanes.enabled(), reason="needs Linux memfd and /proc"),
 ]
 
 TOKEN = "memory-return-token"
@@ -74,7 +74,7 @@ def test_a_large_echo_leaves_neither_process_holding_its_size(collector_off):
             del array
 
             echoed = time.monotonic()
-            deadline = echoed + shared_memory.IDLE_SECS + 15
+            deadline = echoed + lanes.IDLE_SECS + 15
             while True:  # polls: memory is given back by a timer, with no event to wait on
                 now = {"client": _rss("self"), "server": _rss(pid)}
                 if all(now[side] <= baseline[side] + SLACK for side in now):
@@ -103,15 +103,15 @@ def _mapped_regions() -> int:
 
 
 def test_a_reader_keeps_a_small_region_mapped_and_unmaps_a_large_one_once_read():
-    small_writer, large_writer = shared_memory.Writer(), shared_memory.Writer()
-    reader = shared_memory.Reader(os.getpid())
+    small_writer, large_writer = lanes.Writer(), lanes.Writer()
+    reader = lanes.Reader(os.getpid())
     try:
-        small = small_writer.place([b"s" * (2 * shared_memory.INLINE_LIMIT)])[0]
-        large = large_writer.place([b"L" * (shared_memory.KEEP_WARM + MiB)])[0]
+        small = small_writer.place([b"s" * (2 * lanes.INLINE_LIMIT)])[0]
+        large = large_writer.place([b"L" * (lanes.KEEP_WARM + MiB)])[0]
         before = _mapped_regions()
         reader.take(memoryview(small))
         assert _mapped_regions() == before + 1  # kept for the next message
-        assert bytes(reader.take(memoryview(large))) == b"L" * (shared_memory.KEEP_WARM + MiB)
+        assert bytes(reader.take(memoryview(large))) == b"L" * (lanes.KEEP_WARM + MiB)
         # Opening the large region let the small one go, and the large one went once read.
         assert _mapped_regions() == before
     finally:
@@ -121,42 +121,42 @@ def test_a_reader_keeps_a_small_region_mapped_and_unmaps_a_large_one_once_read()
 
 
 def test_a_writer_keeps_a_small_region_however_long_it_is_idle():
-    writer = shared_memory.Writer()
+    writer = lanes.Writer()
     try:
-        first = writer.place([b"s" * shared_memory.INLINE_LIMIT])[0]
+        first = writer.place([b"s" * lanes.INLINE_LIMIT])[0]
         assert writer.release_if_idle(time.monotonic() + 1e6) is None
         writer.reset()
-        assert writer.place([b"t" * shared_memory.INLINE_LIMIT])[0] == first  # same region
+        assert writer.place([b"t" * lanes.INLINE_LIMIT])[0] == first  # same region
     finally:
         writer.close()
 
 
 def test_a_writer_closes_a_large_region_only_once_it_sat_idle():
-    writer = shared_memory.Writer()
+    writer = lanes.Writer()
     try:
         before = _mapped_regions()
-        large = writer.place([b"L" * (shared_memory.KEEP_WARM + MiB)])[0]
+        large = writer.place([b"L" * (lanes.KEEP_WARM + MiB)])[0]
         placed = time.monotonic()
         due = writer.release_if_idle(placed)
         assert due is not None
-        assert placed + shared_memory.IDLE_SECS - 1 < due <= placed + shared_memory.IDLE_SECS
+        assert placed + lanes.IDLE_SECS - 1 < due <= placed + lanes.IDLE_SECS
         assert _mapped_regions() == before + 1  # in use: kept
         writer.reset()
-        assert writer.place([b"M" * (shared_memory.KEEP_WARM + MiB)])[0] == large  # reused
-        assert writer.release_if_idle(time.monotonic() + shared_memory.IDLE_SECS + 1) is None
+        assert writer.place([b"M" * (lanes.KEEP_WARM + MiB)])[0] == large  # reused
+        assert writer.release_if_idle(time.monotonic() + lanes.IDLE_SECS + 1) is None
         assert _mapped_regions() == before  # closed
         writer.reset()
-        assert writer.place([b"s" * shared_memory.INLINE_LIMIT])[0][:12] != large[:12]
+        assert writer.place([b"s" * lanes.INLINE_LIMIT])[0][:12] != large[:12]
     finally:
         writer.close()
 
 
 def test_an_idle_large_region_is_closed_without_any_call(monkeypatch):
-    monkeypatch.setattr(shared_memory, "IDLE_SECS", 0.2)
-    writer = shared_memory.Writer()
+    monkeypatch.setattr(lanes, "IDLE_SECS", 0.2)
+    writer = lanes.Writer()
     try:
         before = _mapped_regions()
-        writer.place([b"L" * (shared_memory.KEEP_WARM + MiB)])
+        writer.place([b"L" * (lanes.KEEP_WARM + MiB)])
         assert _mapped_regions() == before + 1
         deadline = time.monotonic() + 10
         while _mapped_regions() > before and time.monotonic() < deadline:

@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from launchpad import courier
-from launchpad.courier import histogram, metrics
+from launchpad.courier import _histogram, metrics
 
 pytestmark = [pytest.mark.timeout(30), pytest.mark.usefixtures("courier_transport")]
 
@@ -81,12 +81,12 @@ def test_durations_fall_in_their_buckets_and_percentiles_read_them():
     counter.record("n", 1e6, True)  # slower than every bound: the last bucket
     counts = counter.snapshot()
     m = counts["m"]
-    assert m.buckets == {histogram.bucket_of(20e-6): 90, histogram.bucket_of(0.3): 10}
+    assert m.buckets == {_histogram.bucket_of(20e-6): 90, _histogram.bucket_of(0.3): 10}
     assert m.percentile(0.5) == pytest.approx(20e-6, rel=0.032)
     assert m.percentile(0.9) == pytest.approx(20e-6, rel=0.032)
     assert m.percentile(0.95) == pytest.approx(0.3, rel=0.032)
-    assert counts["n"].buckets == {histogram.LAST_BUCKET: 1}
-    assert counts["n"].percentile(0.5) == histogram.MAX_SECS
+    assert counts["n"].buckets == {_histogram.LAST_BUCKET: 1}
+    assert counts["n"].percentile(0.5) == _histogram.MAX_SECS
     assert metrics.MethodCounts().percentile(0.5) is None
     with pytest.raises(ValueError, match="fraction"):
         m.percentile(0)

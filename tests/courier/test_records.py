@@ -8,7 +8,7 @@ import threading
 import numpy as np
 import pytest
 
-from launchpad.courier import records
+from launchpad.courier._sockets import records
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -7,8 +7,9 @@ import threading
 import numpy as np
 import pytest
 
-from launchpad.courier import errors, serialization
-from launchpad.courier.serialization import Kind
+from launchpad.courier import errors
+from launchpad.courier._wire import serialization
+from launchpad.courier._wire.serialization import Kind
 
 
 def _message(*frames: serialization.OutFrame) -> bytes:

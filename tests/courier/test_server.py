@@ -12,7 +12,7 @@ import time
 import pytest
 
 from launchpad import courier
-from launchpad.courier import shared_memory
+from launchpad.courier._shared_memory import lanes
 from tests.courier.conftest import TOKEN, Service, assert_reconnects
 from tests.hostile import MkdirOnUnpickle
 
@@ -265,7 +265,7 @@ def test_a_clients_last_large_message_is_not_kept_after_it_goes(serve, monkeypat
     that error in the stream's state, which the error's traceback holds: the stream's frame,
     with its last message, must not be kept alive by that cycle until the collector runs (it
     was: 200 MiB more per fresh client of a 200 MiB echo)."""
-    monkeypatch.setenv(shared_memory.ENV_SWITCH, "0")  # the message travels through gRPC
+    monkeypatch.setenv(lanes.ENV_SWITCH, "0")  # the message travels through gRPC
     server = serve(_Echo())
     payload = b"x" * (16 << 20)
     collecting = gc.isenabled()

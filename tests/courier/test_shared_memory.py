@@ -18,18 +18,20 @@ import numpy as np
 import pytest
 
 from launchpad import courier
-from launchpad.courier import errors, memory_files, serialization, shared_memory, streams
-from launchpad.courier.serialization import Kind
+from launchpad.courier import errors
+from launchpad.courier._shared_memory import lanes, memory_files
+from launchpad.courier._wire import serialization, streams
+from launchpad.courier._wire.serialization import Kind
 from tests.courier.children import child_server, memory_regions
 from tests.courier.conftest import TOKEN, assert_server_ends_stream, open_raw_channel
 
 pytestmark = [
     pytest.mark.timeout(60),
     pytest.mark.usefixtures("socket_transport"),
-    pytest.mark.skipif(not shared_memory.enabled(), reason="needs Linux memfd and /proc"),
+    pytest.mark.skipif(not lanes.enabled(), reason="needs Linux memfd and /proc"),
 ]
 
-LARGE = shared_memory.INLINE_LIMIT
+LARGE = lanes.INLINE_LIMIT
 
 
 def _array(nbytes: int, seed: int = 0) -> np.ndarray:
@@ -47,7 +49,7 @@ def regions_before():
 
 
 def test_writer_places_parts_that_a_reader_copies_out_read_only():
-    writer, reader = shared_memory.Writer(), shared_memory.Reader(os.getpid())
+    writer, reader = lanes.Writer(), lanes.Reader(os.getpid())
     array = _array(3 * LARGE)
     try:
         first, second = writer.place([b"x" * LARGE, memoryview(array).cast("B")])
@@ -61,7 +63,7 @@ def test_writer_places_parts_that_a_reader_copies_out_read_only():
 
 
 def test_reset_reuses_the_region_from_its_start():
-    writer = shared_memory.Writer()
+    writer = lanes.Writer()
     try:
         before = writer.place([b"a" * LARGE])[0]
         writer.reset()
@@ -72,7 +74,7 @@ def test_reset_reuses_the_region_from_its_start():
 
 
 def test_a_region_outgrown_stays_readable_until_the_next_reset(regions_before):
-    writer, reader = shared_memory.Writer(), shared_memory.Reader(os.getpid())
+    writer, reader = lanes.Writer(), lanes.Reader(os.getpid())
     try:
         small = writer.place([b"s" * LARGE])[0]
         large = writer.place([b"L" * (4 << 20)])[0]  # does not fit: a new, larger region
@@ -90,7 +92,7 @@ def test_a_region_outgrown_stays_readable_until_the_next_reset(regions_before):
 
 
 def test_a_region_much_larger_than_messages_need_is_given_back():
-    writer = shared_memory.Writer()
+    writer = lanes.Writer()
     try:
         huge = writer.place([b"h" * (20 << 20)])[0]
         writer.reset()
@@ -105,8 +107,8 @@ def test_a_region_much_larger_than_messages_need_is_given_back():
 
 def test_a_reference_whose_descriptor_now_names_another_region_is_refused():
     # As after a writer closed a region and the fd number was reused: the nonce differs.
-    first, second = shared_memory.Writer(), shared_memory.Writer()
-    reader = shared_memory.Reader(os.getpid())
+    first, second = lanes.Writer(), lanes.Writer()
+    reader = lanes.Reader(os.getpid())
     try:
         reference = first.place([b"r" * LARGE])[0]
         other = second.place([b"o" * LARGE])[0]
@@ -120,7 +122,7 @@ def test_a_reference_whose_descriptor_now_names_another_region_is_refused():
 
 
 def test_a_reference_outside_its_region_is_refused():
-    writer, reader = shared_memory.Writer(), shared_memory.Reader(os.getpid())
+    writer, reader = lanes.Writer(), lanes.Reader(os.getpid())
     try:
         reference = bytearray(writer.place([b"o" * LARGE])[0])
         reference[12:20] = (1 << 40).to_bytes(8, "little")  # the offset
@@ -145,13 +147,13 @@ def test_probes():
     ("10.0.0.7:80", False), ("example.com:443", False), ("[2001:db8::1]:5", False),
 ])
 def test_only_loopback_addresses_are_offered_shared_memory(address, same):
-    assert shared_memory.is_same_host(address) is same
+    assert lanes.is_same_host(address) is same
 
 
 @pytest.mark.parametrize("value", ["0", "false", "No"])
 def test_the_environment_switch_turns_it_off(monkeypatch, value):
-    monkeypatch.setenv(shared_memory.ENV_SWITCH, value)
-    assert not shared_memory.enabled()
+    monkeypatch.setenv(lanes.ENV_SWITCH, value)
+    assert not lanes.enabled()
 
 
 # ----------------------------------------------------------------------------- through courier
@@ -213,7 +215,7 @@ def test_regions_are_given_back_when_client_and_server_stop(serve, connect, regi
 
 def test_with_the_switch_off_large_values_travel_inline(serve, connect, monkeypatch,
                                                        regions_before):
-    monkeypatch.setenv(shared_memory.ENV_SWITCH, "0")
+    monkeypatch.setenv(lanes.ENV_SWITCH, "0")
     client = connect(serve(Arrays(), token=TOKEN), token=TOKEN)
     array = _array(2 << 20)
     for _ in range(2):
@@ -245,7 +247,7 @@ def _stream_with_lane(channel) -> streams.ClientStream:
     return stream
 
 
-def _large_call(lane: shared_memory.Lane) -> bytes:
+def _large_call(lane: lanes.Lane) -> bytes:
     parts = serialization.dumps_call_arguments("identity", (_array(2 * LARGE),), {})
     frame = serialization.encode_frame(Kind.CALL, 2, "identity", parts)
     return serialization.join_message([frame], lane)
@@ -269,7 +271,7 @@ def test_a_shared_part_on_a_stream_without_a_lane_drops_only_its_stream(serve, c
                                                                          socket_transport):
     server = serve(Arrays(), token=TOKEN)
     channel = open_raw_channel(server, socket_transport)
-    own_lane = shared_memory.Lane(os.getpid())
+    own_lane = lanes.Lane(os.getpid())
     try:
         stream = channel.open_stream(TOKEN)  # offers nothing
         assert_server_ends_stream(stream, _large_call(own_lane))
@@ -322,7 +324,7 @@ def test_another_process_on_this_host_shares_memory_both_ways(connect, regions_b
 
 
 def test_a_process_with_the_switch_off_is_answered_inline(connect, regions_before):
-    with _child_server({shared_memory.ENV_SWITCH: "0"}) as (pid, address):
+    with _child_server({lanes.ENV_SWITCH: "0"}) as (pid, address):
         client = connect(address, token=TOKEN)
         array = _array(2 << 20, seed=4)
         for _ in range(2):
@@ -360,13 +362,13 @@ _SANDBOXED = textwrap.dedent("""
 
     import numpy as np
     from launchpad import courier
-    from launchpad.courier import shared_memory
+    from launchpad.courier._shared_memory import lanes
 
     class Arrays:
         def identity(self, value):
             return value
 
-    assert not shared_memory.enabled()
+    assert not lanes.enabled()
     with courier.Server(Arrays()) as server:
         client = courier.Client(server.address)
         array = np.arange(1 << 20, dtype=np.float32)

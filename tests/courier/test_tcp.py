@@ -1,4 +1,4 @@
-"""The TCP transport (net_sockets.py): a client of another host learns the server's TCP port
+"""The TCP transport (tcp_sockets.py): a client of another host learns the server's TCP port
 over gRPC and calls there; a port it cannot reach, a server with TLS and a compressing
 client leave it on gRPC; a TCP stream never gets a shared-memory lane; a server killed on its
 host fails the calls, named, at once.
@@ -20,8 +20,10 @@ import portpicker
 import pytest
 
 from launchpad import courier
-from launchpad.courier import local_client, net_sockets, serialization, transport
-from launchpad.courier.serialization import Kind
+from launchpad.courier import transport
+from launchpad.courier._sockets import socket_client, tcp_sockets
+from launchpad.courier._wire import serialization
+from launchpad.courier._wire.serialization import Kind
 from tests.cluster.fixtures import namespaces_unavailable
 from tests.cluster.netns import HostNetwork
 from tests.courier.children import child_server
@@ -93,7 +95,7 @@ def test_a_tcp_stream_gets_no_shared_memory_lane(serve, service):
     port = channel.offered_tcp_port()
     channel.close()
     # A client that offers its memory files anyway, on the TCP port: no lane is accepted.
-    stream = local_client.LocalStream(net_sockets.connect("127.0.0.1", port, 5.0), TOKEN,
+    stream = socket_client.LocalStream(tcp_sockets.connect("127.0.0.1", port, 5.0), TOKEN,
                                       offer_shared_memory=True)
     parts = serialization.dumps_call_arguments("add", (2, 3), {})
     message = serialization.join_message([serialization.encode_frame(Kind.CALL, 1, "add",

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from launchpad.courier.threads import ENDED, DaemonThreadPool, Pollers
+from launchpad.courier._process.threads import ENDED, DaemonThreadPool, Pollers
 
 pytestmark = pytest.mark.timeout(60)
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

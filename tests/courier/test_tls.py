@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 
 from launchpad import courier
-from launchpad.courier import TLS, shared_memory
+from launchpad.courier import TLS
 from launchpad.courier._grpc import credentials
+from launchpad.courier._shared_memory import lanes
 from tests.courier.conftest import TOKEN, Service, assert_reconnects
 from tests.hostile import MkdirOnUnpickle
 
@@ -141,7 +142,7 @@ def test_small_calls_and_remote_errors(client):
 def test_a_1_mib_array_round_trips(connect, serve, service, tls, monkeypatch,
                                    same_host_shortcut):
     # With the shortcut off, the array travels through TLS itself, as between hosts.
-    monkeypatch.setenv(shared_memory.ENV_SWITCH, same_host_shortcut)
+    monkeypatch.setenv(lanes.ENV_SWITCH, same_host_shortcut)
     client = connect(serve(service, token=TOKEN, tls=tls), token=TOKEN, tls=tls)
     array = np.arange(1 << 18, dtype=np.float32)
     np.testing.assert_array_equal(client.identity(array), array)

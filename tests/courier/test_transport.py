@@ -13,9 +13,10 @@ import time
 
 import pytest
 
-from launchpad.courier import errors, serialization, streams, transport
+from launchpad.courier import errors, transport
 from launchpad.courier._status import Status
-from launchpad.courier.serialization import Kind
+from launchpad.courier._wire import serialization, streams
+from launchpad.courier._wire.serialization import Kind
 from tests.courier.conftest import TOKEN, TRANSPORTS, assert_server_ends_stream, open_raw_channel
 
 pytestmark = pytest.mark.timeout(30)

@@ -15,21 +15,18 @@ import sys
 import pytest
 
 from launchpad import courier
-from launchpad.courier import (
-    errors,
-    local_sockets,
-    serialization,
-    shared_memory,
-    transport,
-)
+from launchpad.courier import errors, transport
+from launchpad.courier._shared_memory import lanes
+from launchpad.courier._sockets import unix_sockets
 from launchpad.courier._status import Status
+from launchpad.courier._wire import serialization
 from tests.courier.children import ECHO_SERVER, child_server
 from tests.courier.conftest import TOKEN
 from tests.fuzz import wire
 from tests.fuzz.test_streams import converse, exchange_within
 
 pytestmark = [pytest.mark.timeout(120),
-              pytest.mark.skipif(local_sockets.socket_dir() is None, reason="no local socket")]
+              pytest.mark.skipif(unix_sockets.socket_dir() is None, reason="no local socket")]
 
 @pytest.fixture(scope="module")
 def child():
@@ -58,16 +55,16 @@ def _assert_answers(address: str) -> None:
 def test_a_length_that_lies_costs_the_server_no_memory(child):
     pid, address = child
     before = _peak_memory(pid)
-    path = local_sockets.socket_path(local_sockets.socket_dir(), "127.0.0.1",
+    path = unix_sockets.socket_path(unix_sockets.socket_dir(), "127.0.0.1",
                                      int(address.rsplit(":", 1)[1]), None)
-    hello = wire.record(local_sockets.HELLO, local_sockets.hello(TOKEN, ""))
-    answered = converse(path, hello + wire.record(local_sockets.MESSAGE, b"x" * 100, 1 << 30))
-    assert [kind for kind, _ in answered] == [local_sockets.ANSWER, local_sockets.STATUS]
+    hello = wire.record(unix_sockets.HELLO, unix_sockets.hello(TOKEN, ""))
+    answered = converse(path, hello + wire.record(unix_sockets.MESSAGE, b"x" * 100, 1 << 30))
+    assert [kind for kind, _ in answered] == [unix_sockets.ANSWER, unix_sockets.STATUS]
     assert _peak_memory(pid) - before < 256 << 20
     _assert_answers(address)
 
 
-@pytest.mark.skipif(not shared_memory.enabled(), reason="needs Linux memfd and /proc")
+@pytest.mark.skipif(not lanes.enabled(), reason="needs Linux memfd and /proc")
 def test_a_memory_file_truncated_under_the_servers_mapping_does_not_end_it(child):
     pid, address = child
     channel = transport.open_channel(address, mode="local")

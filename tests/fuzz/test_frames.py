@@ -14,9 +14,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from launchpad.courier import local_sockets, records, serialization, shared_memory
+from launchpad.courier._shared_memory import lanes
+from launchpad.courier._sockets import records, unix_sockets
 from launchpad.courier._status import Status
-from launchpad.courier.serialization import Kind
+from launchpad.courier._wire import serialization
+from launchpad.courier._wire.serialization import Kind
 from tests.fuzz import wire
 from tests.fuzz.conftest import target
 
@@ -42,13 +44,13 @@ def test_a_message_decodes_into_frames_within_it_or_is_refused_as_malformed(mess
 @pytest.fixture
 def lane():
     """A lane of this process with itself: its writer's regions, read by its reader."""
-    own = shared_memory.Lane(os.getpid())
+    own = lanes.Lane(os.getpid())
     yield own
     own.close()
 
 
 _large = st.builds(lambda size, byte: bytes([byte]) * size,
-                   st.integers(shared_memory.INLINE_LIMIT, 3 * shared_memory.INLINE_LIMIT),
+                   st.integers(lanes.INLINE_LIMIT, 3 * lanes.INLINE_LIMIT),
                    st.integers(0, 255))
 _out_frames = st.lists(st.tuples(
     st.sampled_from(list(Kind)), st.integers(0, wire.U64), st.text(max_size=12),
@@ -56,7 +58,7 @@ _out_frames = st.lists(st.tuples(
     min_size=1, max_size=3)
 
 
-@pytest.mark.skipif(not shared_memory.enabled(), reason="needs Linux memfd and /proc")
+@pytest.mark.skipif(not lanes.enabled(), reason="needs Linux memfd and /proc")
 @given(described=_out_frames, shared=st.booleans())
 @target(40)
 def test_what_the_encoder_makes_decodes_as_it_was_inline_or_through_shared_memory(
@@ -77,7 +79,7 @@ def test_what_the_encoder_makes_decodes_as_it_was_inline_or_through_shared_memor
     st.builds(wire.record, st.integers(0, 255), st.binary(max_size=100)),
     st.builds(wire.record, st.integers(0, 255), st.binary(max_size=100), wire.lying_lengths),
     st.binary(max_size=20)), max_size=4), max_length=st.sampled_from(
-        [local_sockets.HELLO_MAX, local_sockets.MAX_MESSAGE]))
+        [unix_sockets.HELLO_MAX, unix_sockets.MAX_MESSAGE]))
 @target(150)
 def test_a_reader_takes_whole_records_then_refuses_or_ends(sent, max_length):
     """Whatever arrives before the peer closes: whole records, each within the reader's
@@ -101,21 +103,21 @@ def test_a_reader_takes_whole_records_then_refuses_or_ends(sent, max_length):
 
 
 @given(body=st.one_of(
-    st.builds(local_sockets.hello, st.text(max_size=20), st.text(max_size=20)),
-    st.builds(lambda hello, at: hello[:at], st.builds(local_sockets.hello, st.text(
+    st.builds(unix_sockets.hello, st.text(max_size=20), st.text(max_size=20)),
+    st.builds(lambda hello, at: hello[:at], st.builds(unix_sockets.hello, st.text(
         max_size=20), st.text(max_size=20)), st.integers(0, 40)),
-    st.builds(lambda tail: local_sockets.MAGIC + tail, st.binary(max_size=40)),
+    st.builds(lambda tail: unix_sockets.MAGIC + tail, st.binary(max_size=40)),
     st.binary(max_size=60)))
 @target(200)
 def test_a_hello_is_read_as_its_token_and_probe_or_is_none(body):
-    parsed = local_sockets.parse_hello(body)
+    parsed = unix_sockets.parse_hello(body)
     if parsed is not None:
         token, probe = parsed
-        assert local_sockets.hello(token, probe) == body  # nothing in it was left unread
+        assert unix_sockets.hello(token, probe) == body  # nothing in it was left unread
 
 
 @given(body=st.binary(min_size=1, max_size=40))
 @target(100)
 def test_a_status_is_read_as_a_code_and_its_details(body):
-    code, details = local_sockets.status_of(body)
+    code, details = unix_sockets.status_of(body)
     assert isinstance(code, Status) and isinstance(details, str)

@@ -21,16 +21,18 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from launchpad.courier import errors, memory_files, serialization, shared_memory, streams
+from launchpad.courier import errors
+from launchpad.courier._shared_memory import lanes, memory_files
 from launchpad.courier._status import Status
-from launchpad.courier.serialization import Kind
+from launchpad.courier._wire import serialization, streams
+from launchpad.courier._wire.serialization import Kind
 from tests.courier.conftest import TOKEN, open_raw_channel
 from tests.fuzz import wire
 from tests.fuzz.conftest import Echo, target
 from tests.fuzz.test_streams import exchange_within
 
 pytestmark = [pytest.mark.timeout(120),
-              pytest.mark.skipif(not shared_memory.enabled(), reason="needs memfd and /proc")]
+              pytest.mark.skipif(not lanes.enabled(), reason="needs memfd and /proc")]
 
 VALUE = b"in shared memory" * 64
 PAYLOAD = wire.call_pickle((VALUE,))
@@ -151,7 +153,7 @@ def test_a_reference_to_a_pipe_is_refused_without_opening_it(tmp_path):
         _wait_until_waiting_for_a_reader(writer)
         assert memory_files.verify_probe(f"{os.getpid()}:{held}:1") is None
         with pytest.raises(ValueError, match="is gone"):
-            shared_memory.Reader(os.getpid()).take(memoryview(
+            lanes.Reader(os.getpid()).take(memoryview(
                 wire.REFERENCE.pack(held, 1, 64, 1)))
         assert not writer_in.wait(0.5), "the reference's FIFO was opened"
     finally:

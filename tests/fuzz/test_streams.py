@@ -16,16 +16,13 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from launchpad.courier import (
-    errors,
-    local_sockets,
-    memory_files,
-    serialization,
-    streams,
-)
+from launchpad.courier import errors
+from launchpad.courier._shared_memory import memory_files
+from launchpad.courier._sockets import unix_sockets
+from launchpad.courier._sockets.socket_client import LocalStream
 from launchpad.courier._status import Status
-from launchpad.courier.local_client import LocalStream
-from launchpad.courier.serialization import Kind
+from launchpad.courier._wire import serialization, streams
+from launchpad.courier._wire.serialization import Kind
 from tests.courier.conftest import TOKEN, TRANSPORTS, open_raw_channel
 from tests.fuzz import wire
 from tests.fuzz.conftest import Echo, target
@@ -93,7 +90,7 @@ def test_a_malformed_message_ends_only_its_own_stream(attacked, message):
 # ------------------------------------------------------ the local socket and the TCP port
 
 def _socket_path(server) -> str:
-    return local_sockets.socket_path(local_sockets.socket_dir(), "127.0.0.1", server.port, None)
+    return unix_sockets.socket_path(unix_sockets.socket_dir(), "127.0.0.1", server.port, None)
 
 
 def _tcp_port(server) -> tuple[str, int]:
@@ -141,18 +138,18 @@ def converse(where: str | tuple[str, int], sent: bytes) -> list[tuple[int, bytes
 # The hellos a stream may open with: the right one, with a probe of any kind; a wrong
 # token; one that is no hello; none at all.
 hellos = st.one_of(
-    st.builds(lambda probe: (True, wire.record(local_sockets.HELLO, local_sockets.hello(
+    st.builds(lambda probe: (True, wire.record(unix_sockets.HELLO, unix_sockets.hello(
         TOKEN, probe))), st.one_of(st.just(""), st.text(max_size=20).filter(
             lambda text: ":" not in text))),
-    st.builds(lambda token: (False, wire.record(local_sockets.HELLO, local_sockets.hello(
+    st.builds(lambda token: (False, wire.record(unix_sockets.HELLO, unix_sockets.hello(
         token, ""))), st.text(max_size=30).filter(lambda token: token != TOKEN)),
     st.builds(lambda kind, body, length: (False, wire.record(kind, body, length)),
               st.integers(0, 255), st.binary(max_size=40),
               st.one_of(st.none(), wire.lying_lengths)),
     st.just((False, b"")))
 records = st.lists(st.one_of(
-    st.builds(wire.record, st.just(local_sockets.MESSAGE), wire.messages()),
-    st.builds(wire.record, st.just(local_sockets.MESSAGE), wire.messages(), wire.lying_lengths),
+    st.builds(wire.record, st.just(unix_sockets.MESSAGE), wire.messages()),
+    st.builds(wire.record, st.just(unix_sockets.MESSAGE), wire.messages(), wire.lying_lengths),
     st.builds(wire.record, st.integers(0, 255), st.binary(max_size=30)),
     st.binary(max_size=20)), max_size=3)
 
@@ -166,7 +163,7 @@ def local_attacked(request, serve, good_caller):
     return where, good_caller(server, request.param)
 
 
-@pytest.mark.skipif(local_sockets.socket_dir() is None, reason="no local socket directory")
+@pytest.mark.skipif(unix_sockets.socket_dir() is None, reason="no local socket directory")
 @given(opening=hellos, sent=records)
 @target(60)
 def test_hostile_records_on_a_socket_end_only_their_connection(local_attacked, opening,
@@ -176,27 +173,27 @@ def test_hostile_records_on_a_socket_end_only_their_connection(local_attacked, o
     answered = converse(where, hello + b"".join(sent))
     kinds = [kind for kind, _ in answered]
     if not admitted:  # nothing but its refusal, if it was a hello at all
-        assert kinds in ([], [local_sockets.STATUS]), kinds
+        assert kinds in ([], [unix_sockets.STATUS]), kinds
         if kinds:
-            assert local_sockets.status_of(answered[0][1])[0] == (
+            assert unix_sockets.status_of(answered[0][1])[0] == (
                 Status.PERMISSION_DENIED)
     else:
-        assert kinds[0] == local_sockets.ANSWER and kinds[-1] == local_sockets.STATUS, kinds
-        assert set(kinds[1:-1]) <= {local_sockets.MESSAGE}, kinds
-        code, details = local_sockets.status_of(answered[-1][1])
+        assert kinds[0] == unix_sockets.ANSWER and kinds[-1] == unix_sockets.STATUS, kinds
+        assert set(kinds[1:-1]) <= {unix_sockets.MESSAGE}, kinds
+        code, details = unix_sockets.status_of(answered[-1][1])
         assert code in (Status.OK, Status.INVALID_ARGUMENT), (code, details)
         for _, reply in answered[1:-1]:
             assert_answered_or_refused(reply)
     assert not caller.failures
 
 
-@pytest.mark.skipif(local_sockets.socket_dir() is None, reason="no local socket directory")
+@pytest.mark.skipif(unix_sockets.socket_dir() is None, reason="no local socket directory")
 def test_a_record_too_long_to_hold_ends_its_stream_as_malformed(local_attacked):
     path, _ = local_attacked
-    hello = wire.record(local_sockets.HELLO, local_sockets.hello(TOKEN, ""))
-    answered = converse(path, hello + wire.record(local_sockets.MESSAGE, b"", 1 << 61))
-    assert [kind for kind, _ in answered] == [local_sockets.ANSWER, local_sockets.STATUS]
-    code, details = local_sockets.status_of(answered[1][1])
+    hello = wire.record(unix_sockets.HELLO, unix_sockets.hello(TOKEN, ""))
+    answered = converse(path, hello + wire.record(unix_sockets.MESSAGE, b"", 1 << 61))
+    assert [kind for kind, _ in answered] == [unix_sockets.ANSWER, unix_sockets.STATUS]
+    code, details = unix_sockets.status_of(answered[1][1])
     assert code == Status.INVALID_ARGUMENT
     assert "longer than this process can hold" in details
 
@@ -204,18 +201,18 @@ def test_a_record_too_long_to_hold_ends_its_stream_as_malformed(local_attacked):
 # ----------------------------------------------------------------------------- a hostile server
 
 _server_records = st.lists(st.one_of(
-    st.builds(wire.record, st.sampled_from([local_sockets.ANSWER, local_sockets.MESSAGE,
-                                            local_sockets.STATUS]), st.binary(max_size=40)),
+    st.builds(wire.record, st.sampled_from([unix_sockets.ANSWER, unix_sockets.MESSAGE,
+                                            unix_sockets.STATUS]), st.binary(max_size=40)),
     st.builds(wire.record, st.integers(0, 255), st.binary(max_size=20), wire.lying_lengths),
-    st.just(wire.record(local_sockets.ANSWER, (memory_files.local_probe() or "").encode())),
-    st.builds(lambda code, details: wire.record(local_sockets.STATUS,
-                                                local_sockets.status(code, details)),
+    st.just(wire.record(unix_sockets.ANSWER, (memory_files.local_probe() or "").encode())),
+    st.builds(lambda code, details: wire.record(unix_sockets.STATUS,
+                                                unix_sockets.status(code, details)),
               st.sampled_from(list(Status)), st.text(max_size=20)),
     st.binary(max_size=20)), max_size=4)
 
 
 @given(sent=_server_records)
-@example(sent=[wire.record(local_sockets.ANSWER, b"\xff\xfe")])  # an answer of no UTF-8
+@example(sent=[wire.record(unix_sockets.ANSWER, b"\xff\xfe")])  # an answer of no UTF-8
 @target(100)
 def test_a_local_client_stream_takes_what_a_server_sends_as_a_reply_or_its_end(sent):
     ours, theirs = socket.socketpair()

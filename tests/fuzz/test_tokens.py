@@ -18,9 +18,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from launchpad.courier import errors, local_sockets, streams
+from launchpad.courier import errors
 from launchpad.courier._grpc import grpc_client
+from launchpad.courier._sockets import unix_sockets
 from launchpad.courier._status import Status
+from launchpad.courier._wire import streams
 from tests.courier.conftest import TOKEN, TRANSPORTS, open_raw_channel
 from tests.fuzz import wire
 from tests.fuzz.conftest import Echo, target
@@ -120,8 +122,8 @@ def test_tokens_of_any_characters_are_compared_not_refused_as_errors(serve, conn
 
 # ----------------------------------------------------------------------------- the local socket
 
-def _hello_record(token: str, kind: int = local_sockets.HELLO) -> bytes:
-    return wire.record(kind, local_sockets.hello(token, ""))
+def _hello_record(token: str, kind: int = unix_sockets.HELLO) -> bytes:
+    return wire.record(kind, unix_sockets.hello(token, ""))
 
 
 # Openings that do not admit: a wrong token; the right one in a record of another kind, cut
@@ -129,16 +131,16 @@ def _hello_record(token: str, kind: int = local_sockets.HELLO) -> bytes:
 _refused_openings = st.one_of(
     st.builds(_hello_record, wrong_tokens()),
     st.builds(lambda kind: _hello_record(TOKEN, kind),
-              st.integers(0, 255).filter(lambda kind: kind != local_sockets.HELLO)),
-    st.builds(lambda cut: wire.record(local_sockets.HELLO,
-                                      local_sockets.hello(TOKEN, "")[:cut]),
-              st.integers(0, len(local_sockets.hello(TOKEN, "")) - 1)),
-    st.builds(lambda more: wire.record(local_sockets.HELLO, local_sockets.hello(TOKEN, "")
+              st.integers(0, 255).filter(lambda kind: kind != unix_sockets.HELLO)),
+    st.builds(lambda cut: wire.record(unix_sockets.HELLO,
+                                      unix_sockets.hello(TOKEN, "")[:cut]),
+              st.integers(0, len(unix_sockets.hello(TOKEN, "")) - 1)),
+    st.builds(lambda more: wire.record(unix_sockets.HELLO, unix_sockets.hello(TOKEN, "")
                                        + more), st.binary(min_size=1, max_size=8)),
-    st.builds(lambda length: wire.record(local_sockets.HELLO, local_sockets.hello(TOKEN, ""),
+    st.builds(lambda length: wire.record(unix_sockets.HELLO, unix_sockets.hello(TOKEN, ""),
                                          length),
               wire.lying_lengths.filter(
-                  lambda length: length != len(local_sockets.hello(TOKEN, "")))),
+                  lambda length: length != len(unix_sockets.hello(TOKEN, "")))),
     st.just(b""))
 
 
@@ -159,7 +161,7 @@ def grpc_guarded(serve, good_caller, tmp_path):
     return _guarded(serve, good_caller, tmp_path, "grpc")
 
 
-@pytest.mark.skipif(local_sockets.socket_dir() is None, reason="no local socket directory")
+@pytest.mark.skipif(unix_sockets.socket_dir() is None, reason="no local socket directory")
 @given(data=st.data())
 @target(40)
 def test_a_local_connection_without_the_right_hello_gets_nothing_unpickled(local_guarded,
@@ -168,10 +170,10 @@ def test_a_local_connection_without_the_right_hello_gets_nothing_unpickled(local
     opening = data.draw(_refused_openings, label="opening")
     calls = data.draw(st.lists(payload_messages(marker), min_size=1, max_size=3),
                       label="calls")
-    path = local_sockets.socket_path(local_sockets.socket_dir(), "127.0.0.1", server.port, None)
+    path = unix_sockets.socket_path(unix_sockets.socket_dir(), "127.0.0.1", server.port, None)
     answered = converse(path, opening + b"".join(
-        wire.record(local_sockets.MESSAGE, call) for call in calls))
-    assert [kind for kind, _ in answered] in ([], [local_sockets.STATUS]), answered
+        wire.record(unix_sockets.MESSAGE, call) for call in calls))
+    assert [kind for kind, _ in answered] in ([], [unix_sockets.STATUS]), answered
     assert not marker.exists()
 
 

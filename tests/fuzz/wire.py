@@ -1,6 +1,6 @@
 """Hostile courier input, built field by field so that any field may lie.
 
-The formats are those serialization.py, records.py and local_sockets.py document, written
+The formats are those serialization.py, records.py and unix_sockets.py document, written
 out again here: a frame is `<B kind><Q call id><H name length><I buffer count>`, the name,
 one `<Q>` length per part (the top bit: the part is a shared-memory reference), the parts;
 a record is `<B kind><Q length>` and its body.
@@ -13,7 +13,7 @@ import struct
 
 from hypothesis import strategies as st
 
-from launchpad.courier import local_sockets
+from launchpad.courier._sockets import unix_sockets
 
 FRAME_HEADER = struct.Struct("<BQHI")
 LENGTH = struct.Struct("<Q")
@@ -24,7 +24,7 @@ CALL, RESULT, ERROR = 1, 2, 3
 U64 = (1 << 64) - 1
 # Lengths a reader must take care with: around its limits, and the largest there are.
 TELLING_LENGTHS = [0, 1, 64 << 10, (64 << 10) + 1, 32 << 20, (32 << 20) + 1, 1 << 40,
-                   local_sockets.MAX_MESSAGE, local_sockets.MAX_MESSAGE + 1, SHARED, U64]
+                   unix_sockets.MAX_MESSAGE, unix_sockets.MAX_MESSAGE + 1, SHARED, U64]
 
 
 def frame(kind: int, call_id: int, name: bytes, parts: list[bytes], *,

@@ -22,7 +22,7 @@ token is aborted before any message on it is read, so nothing from an unauthenti
 ever unpickled.
 
 Between processes of one host, a stream also gets a shared-memory lane for its large parts
-(shared_memory.py): the client's offer travels in the stream's metadata beside the token, and
+(lanes.py): the client's offer travels in the stream's metadata beside the token, and
 the server's answer in its initial metadata.
 
 With a `TLS` (tls.py), the channel is a TLS one and the server's port accepts only TLS clients
@@ -37,7 +37,7 @@ from __future__ import annotations
 import grpc
 from grpc._cython import cygrpc
 
-from launchpad.courier import allocator, errors, memory_files, shared_memory
+from launchpad.courier import errors
 from launchpad.courier._grpc import credentials
 from launchpad.courier._grpc.grpc_wire import (
     MESSAGE_OPTIONS,
@@ -49,6 +49,8 @@ from launchpad.courier._grpc.grpc_wire import (
     metadata_value,
     status_of_core,
 )
+from launchpad.courier._process import allocator
+from launchpad.courier._shared_memory import lanes, memory_files
 from launchpad.courier.tls import TLS
 
 # A method no server serves: a call of it only ever learns why a channel cannot connect.
@@ -126,7 +128,7 @@ class GrpcChannel:
         return ""
 
     def offered_tcp_port(self) -> int | None:
-        """The TCP port the server offers its records on (net_sockets.py), asked of the
+        """The TCP port the server offers its records on (tcp_sockets.py), asked of the
         server over this channel, which is up; None if it offers none or does not answer
         within `_PROBE_SECS`."""
         call = self._channel.unary_stream(OFFER_METHOD)(b"", timeout=_PROBE_SECS)
@@ -178,7 +180,7 @@ class Stream:
         self._channel = channel
         self._due = {_START, _INITIAL_METADATA, _STATUS}
         self._status: errors.StreamBroken | None = None
-        self.lane: shared_memory.Lane | None = None
+        self.lane: lanes.Lane | None = None
         metadata = ((TOKEN_METADATA_KEY, token),)
         probe = memory_files.local_probe() if offer_shared_memory else None
         if probe is not None:
@@ -269,4 +271,4 @@ class Stream:
                                         SHARED_MEMORY_METADATA_KEY)
                 peer = memory_files.verify_probe(answer) if answer else None
                 if peer is not None:
-                    self.lane = shared_memory.Lane(peer)
+                    self.lane = lanes.Lane(peer)

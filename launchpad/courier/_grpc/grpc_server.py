@@ -5,7 +5,7 @@ and hands each to the stream's thread, both taking the GIL. A thread per stream,
 completion queue of its own, cost less per message but more at rest: a waiting thread wakes
 every 200 ms to look for signals, and at 1,250 streams (10,000 nodes through their agents)
 those wake-ups, each taking the GIL, were most of the controller's CPU. So, as the local
-socket's streams do (local_server.py), every stream is bound to the server's one completion
+socket's streams do (socket_server.py), every stream is bound to the server's one completion
 queue, and a few threads wait in it (threads.Pollers): the thread that takes an event handles
 it itself, with no hand-off, and a thread is added whenever the last one waiting takes one.
 
@@ -33,7 +33,7 @@ from typing import NoReturn
 from absl import logging
 from grpc._cython import cygrpc
 
-from launchpad.courier import allocator, errors, memory_files, shared_memory, streams, threads
+from launchpad.courier import errors
 from launchpad.courier._grpc import credentials, limits
 from launchpad.courier._grpc.grpc_wire import (
     MESSAGE_OPTIONS,
@@ -45,7 +45,10 @@ from launchpad.courier._grpc.grpc_wire import (
     core_status,
     metadata_value,
 )
+from launchpad.courier._process import allocator, threads
+from launchpad.courier._shared_memory import lanes, memory_files
 from launchpad.courier._status import Status
+from launchpad.courier._wire import streams
 from launchpad.courier.tls import TLS
 
 _BACKLOG = 4096  # new streams the core holds while Python takes them
@@ -97,7 +100,7 @@ class GrpcServer:
         # Streams not yet let go: the queue is shut down only once the core has let go and
         # these are none, for a thread that answers one may still start its operations.
         self._streams = 0
-        self.tcp_port: int | None = None  # the port offered to clients (net_sockets.py)
+        self.tcp_port: int | None = None  # the port offered to clients (tcp_sockets.py)
         target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         if tls is None:
             self.port = self._server.add_http2_port(target.encode())
@@ -166,7 +169,7 @@ class GrpcServer:
             self._streams += 1
         stream = _ServerStream(event.call, self._forget)
         with stream:
-            if event.call_details.method == _OFFER_METHOD:  # (net_sockets.py)
+            if event.call_details.method == _OFFER_METHOD:  # (tcp_sockets.py)
                 offer = () if self.tcp_port is None else ((PORT_METADATA_KEY,
                                                            str(self.tcp_port)),)
                 stream.end(Status.OK, "", offer)
@@ -218,7 +221,7 @@ class _ServerStream:
 
     def __init__(self, call, gone: Callable[[_ServerStream], None]):
         self.peer: _GrpcPeer | None = None  # once attached
-        self.lane: shared_memory.Lane | None = None
+        self.lane: lanes.Lane | None = None
         self.outbox: queue.SimpleQueue = queue.SimpleQueue()
         self._call = call
         self._gone = gone
@@ -357,17 +360,17 @@ class _GrpcPeer:
         self._stream = stream
         self._offer = metadata_value(metadata, SHARED_MEMORY_METADATA_KEY)
 
-    def accept_shared_memory(self) -> shared_memory.Lane | None:
+    def accept_shared_memory(self) -> lanes.Lane | None:
         """If the client offered a lane and its probe is readable from here, answers with
         this process's probe and returns the lane."""
-        if not self._offer or not shared_memory.enabled():
+        if not self._offer or not lanes.enabled():
             return None
         peer = memory_files.verify_probe(self._offer)
         if peer is None:
             return None
         self._stream.send_initial_metadata(
             ((SHARED_MEMORY_METADATA_KEY, memory_files.local_probe()),))
-        return shared_memory.Lane(peer)
+        return lanes.Lane(peer)
 
     def abort(self, code: Status, details: str) -> NoReturn:
         raise errors.PeerAborted(code, details)

@@ -3,7 +3,7 @@ both set, and how courier's status codes (_status.py) map to gRPC's.
 
 A courier stream is one bidirectional call of `STREAM_METHOD`, carrying the token (and a
 shared-memory offer) in its metadata. `OFFER_METHOD` asks a server for the TCP port of its
-records (_sockets/tcp.py), answered in the status's metadata under `PORT_METADATA_KEY`.
+records (_sockets/tcp_sockets.py), answered in the status's metadata under `PORT_METADATA_KEY`.
 """
 
 from __future__ import annotations

@@ -19,10 +19,11 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from launchpad.courier import errors, serialization, streams
+from launchpad.courier import errors
+from launchpad.courier._wire import serialization, streams
 
 if TYPE_CHECKING:
-    from launchpad.courier.connection import Connection
+    from launchpad.courier._connection.connection import Connection
 
 
 class After(enum.Enum):

@@ -68,7 +68,7 @@ import struct
 import threading
 import time
 
-from launchpad.courier import idle_release, memory_files
+from launchpad.courier._shared_memory import idle_release, memory_files
 
 ENV_SWITCH = "LAUNCHPAD_COURIER_SHARED_MEMORY"
 # Parts smaller than this travel inline in the gRPC message; larger ones through a region.

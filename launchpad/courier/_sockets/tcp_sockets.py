@@ -6,13 +6,13 @@ threads: at 10,000 nodes reporting through their host agents that was most of th
 controller's CPU (docs/performance.md). So a courier server without TLS also listens on a
 TCP port of its own, and serves there exactly what it serves on its Unix socket: the same
 records (records.py), the same hello with the token checked before any message is read, the
-same status that ends a stream (local_sockets.py), on the same few threads (local_server.py).
+same status that ends a stream (unix_sockets.py), on the same few threads (socket_server.py).
 It accepts anyone's connection (as its gRPC port does: the token decides), and never a
 shared-memory lane (a peer's memory files are not on this host).
 
 A client learns the port from the server itself: once its gRPC channel is up, it asks
 (`grpc_wire.OFFER_METHOD`, answered in the status's metadata) and opens its
-streams on the TCP port from then on (local_client.NetChannel), through the same streams
+streams on the TCP port from then on (socket_client.NetChannel), through the same streams
 the Unix socket's clients use. A server that offers none (it has TLS: those clients stay on
 gRPC, whose handshake checks certificates), a port that cannot be reached from the client (a
 firewall, a forwarded gRPC port) and `LAUNCHPAD_COURIER_TRANSPORT=grpc` leave the client on

@@ -20,8 +20,10 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from launchpad.courier import forks, replies, serialization
-from launchpad.courier.serialization import Frame, Kind
+from launchpad.courier._in_process import forks
+from launchpad.courier._serving import replies
+from launchpad.courier._wire import serialization
+from launchpad.courier._wire.serialization import Frame, Kind
 
 NOT_HERE = object()  # what `call` returns when the call must go the usual way
 _UNCHANGEABLE = frozenset({int, float, bool, complex, str, bytes, type(None)})

@@ -30,7 +30,7 @@ it: the reply of that caller's call, waiting to be read, would look like the ser
 the stream.
 
 To a server on this host but not in this process, a stream may carry large parts through
-shared memory (its transport's `lane`, see shared_memory.py). Its region is reused from the
+shared memory (its transport's `lane`, see lanes.py). Its region is reused from the
 start for every message sent, which is safe because of the rule above: by then the server
 has answered, so it has read every part of the previous message.
 """
@@ -43,10 +43,19 @@ import queue
 import threading
 from collections.abc import Callable
 
-from launchpad.courier import direct_calls, errors, in_flight, serialization, streams
-from launchpad.courier.dialer import Dialer
-from launchpad.courier.in_flight import After, PooledStream, StartedCall, settle, settle_replies
-from launchpad.courier.stream_pool import StreamPool
+from launchpad.courier import errors
+from launchpad.courier._connection import in_flight
+from launchpad.courier._connection.dialer import Dialer
+from launchpad.courier._connection.in_flight import (
+    After,
+    PooledStream,
+    StartedCall,
+    settle,
+    settle_replies,
+)
+from launchpad.courier._connection.stream_pool import StreamPool
+from launchpad.courier._in_process import direct_calls
+from launchpad.courier._wire import serialization, streams
 
 # A stream thread with nothing to send checks this often that its server is still there, so
 # that a connection whose server went away ends (and its threads with it) by itself.

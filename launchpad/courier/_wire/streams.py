@@ -5,7 +5,7 @@ each way per exchange. The client side of each transport has a `Channel` that op
 `ClientStream`s; the server side hands each stream it accepts to the server's handler with a
 `Peer`, the server's view of the client at its other end. Three transports implement these
 (transport.py chooses among them per connection): in_process.py, the local socket
-(local_server.py and local_client.py) and grpc_client.py.
+(socket_server.py and socket_client.py) and grpc_client.py.
 
 A stream ends with a status code (_status.py) and details whatever its transport
 (errors.StreamBroken), so that callers map the end of a stream to one courier error in one
@@ -18,7 +18,8 @@ import queue
 from collections.abc import Iterator
 from typing import NoReturn, Protocol
 
-from launchpad.courier import errors, shared_memory
+from launchpad.courier import errors
+from launchpad.courier._shared_memory import lanes
 from launchpad.courier._status import Status
 
 # The details of a stream refused for a missing or wrong token, on every transport.
@@ -37,7 +38,7 @@ class ClientStream(Protocol):
     `cancel`; the owner `finish`es. `lane` is the stream's shared-memory lane, or None.
     """
 
-    lane: shared_memory.Lane | None
+    lane: lanes.Lane | None
 
     def exchange(self, chunks: list, caller_waits: bool = False,
                  calls: int = 1) -> bytes | memoryview: ...
@@ -95,7 +96,7 @@ class Peer(Protocol):
 
     token: str
 
-    def accept_shared_memory(self) -> shared_memory.Lane | None: ...
+    def accept_shared_memory(self) -> lanes.Lane | None: ...
 
     def abort(self, code: Status, details: str) -> NoReturn: ...
 
@@ -118,15 +119,15 @@ def error_for_broken_stream(error: errors.StreamBroken, address: str) -> errors.
 
 class SocketService(Protocol):
     """What a server offers the streams of a socket transport, one message at a time
-    (server.py implements it; local_server.py and grpc_server.py use it)."""
+    (server.py implements it; socket_server.py and grpc_server.py use it)."""
 
-    def admit(self, peer: Peer) -> shared_memory.Lane | None: ...
+    def admit(self, peer: Peer) -> lanes.Lane | None: ...
 
     def attach(self, peer: Peer) -> None: ...
 
     def replies(self, peer: Peer, message: bytes | memoryview,
-                lane: shared_memory.Lane | None,
+                lane: lanes.Lane | None,
                 outbox: queue.SimpleQueue) -> Iterator[tuple[list, bool]]:
         """Each reply's chunks, and whether it is the last reply to this message."""
 
-    def end_stream(self, peer: Peer, lane: shared_memory.Lane | None) -> None: ...
+    def end_stream(self, peer: Peer, lane: lanes.Lane | None) -> None: ...

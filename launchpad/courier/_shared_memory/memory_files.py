@@ -1,4 +1,4 @@
-"""Memory files: the regions courier's shared memory is made of (shared_memory.py).
+"""Memory files: the regions courier's shared memory is made of (lanes.py).
 
 A `Region` is an anonymous memory file (memfd) this process makes, reserved in full and
 sealed against shrinking, with a random nonce in its header. A peer of this host opens it

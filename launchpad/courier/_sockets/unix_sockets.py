@@ -1,7 +1,7 @@
 """The local transport: courier streams between processes of one host, over Unix sockets.
 
-This module says where the sockets are and what travels on them; local_server.py listens,
-local_client.py connects.
+This module says where the sockets are and what travels on them; socket_server.py listens,
+socket_client.py connects.
 
 gRPC spends most of a small call's time in its own per-message machinery (a Python call is
 ~10x a raw socket round trip here), which buys nothing between two processes of one host.
@@ -19,7 +19,7 @@ peer's uid with SO_PEERCRED before anything else) gets in.
 
 A stream opens with the client's hello, `LPC1`, its token and its shared-memory probe,
 sent with its first message. The server looks only at the hello (within 5 s, with no
-thread held meanwhile: local_server.py; a peer that connects and says nothing is let go, and
+thread held meanwhile: socket_server.py; a peer that connects and says nothing is let go, and
 costs nothing after), checks the token, answers with its own probe (or ends the stream as
 refused), and only then reads messages. The server ends a stream with a status record
 (a status code, _status.py, and its details), so calls fail here as they would over gRPC.
@@ -37,7 +37,10 @@ from typing import NoReturn
 
 from absl import logging
 
-from launchpad.courier import errors, hosts, memory_files, records, shared_memory
+from launchpad.courier import errors
+from launchpad.courier._process import hosts
+from launchpad.courier._shared_memory import lanes, memory_files
+from launchpad.courier._sockets import records
 from launchpad.courier._status import Status
 from launchpad.courier.tls import TLS, tls_tag
 
@@ -214,14 +217,14 @@ class LocalPeer:
         self._connection = connection
         self._probe = probe
 
-    def accept_shared_memory(self) -> shared_memory.Lane | None:
-        if not self._probe or not shared_memory.enabled():
+    def accept_shared_memory(self) -> lanes.Lane | None:
+        if not self._probe or not lanes.enabled():
             return None
         peer = memory_files.verify_probe(self._probe)
         if peer is None:
             return None
         self.answer = memory_files.local_probe() or ""
-        return shared_memory.Lane(peer)
+        return lanes.Lane(peer)
 
     def abort(self, code: Status, details: str) -> NoReturn:
         raise errors.PeerAborted(code, details)

@@ -11,9 +11,11 @@ import queue
 from collections.abc import Iterator
 from typing import Any
 
-from launchpad.courier import errors, serialization, shared_memory
+from launchpad.courier import errors
+from launchpad.courier._shared_memory import lanes
 from launchpad.courier._status import Status
-from launchpad.courier.serialization import Kind
+from launchpad.courier._wire import serialization
+from launchpad.courier._wire.serialization import Kind
 
 
 def load_arguments(frame: serialization.Frame) -> tuple[tuple, dict]:
@@ -26,7 +28,7 @@ def load_arguments(frame: serialization.Frame) -> tuple[tuple, dict]:
 
 
 def replies(outbox: queue.SimpleQueue, count: int,
-            lane: shared_memory.Lane | None) -> Iterator[tuple[list, bool]]:
+            lane: lanes.Lane | None) -> Iterator[tuple[list, bool]]:
     """Yields `count` replies, as few messages as possible (each the chunks of a message
     holding every reply ready), and whether it is the last. Large parts go through `lane`
     when the client invited that. A None in the outbox means the stream was cancelled

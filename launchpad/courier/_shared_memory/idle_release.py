@@ -1,6 +1,6 @@
 """Gives back what an object holds once it has sat idle, without waiting for its next use.
 
-A shared-memory writer (shared_memory.py) holds a large region between the messages of its
+A shared-memory writer (lanes.py) holds a large region between the messages of its
 stream, and while the stream is idle nothing calls the writer, so nothing of its own could give
 the region back. `watch` hands such an object to this process's releaser: one daemon thread,
 running only while some object is watched, that calls the object's `release_if_idle(now)`

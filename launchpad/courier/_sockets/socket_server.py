@@ -1,7 +1,7 @@
 """The socket transports' server side: a server's Unix socket (or TCP port), its streams
 on few threads.
 
-See local_sockets.py for the transport, its sockets and who may use them; net_sockets.py
+See unix_sockets.py for the transport, its sockets and who may use them; tcp_sockets.py
 for the same records over TCP, between hosts, which this server serves the same way but for
 who may connect (anyone: the hello's token decides) and shared memory (never).
 
@@ -41,16 +41,12 @@ import time
 
 from absl import logging
 
-from launchpad.courier import (
-    errors,
-    local_sockets,
-    net_sockets,
-    records,
-    shared_memory,
-    streams,
-    threads,
-)
+from launchpad.courier import errors
+from launchpad.courier._process import threads
+from launchpad.courier._shared_memory import lanes
+from launchpad.courier._sockets import records, tcp_sockets, unix_sockets
 from launchpad.courier._status import Status
+from launchpad.courier._wire import streams
 from launchpad.courier.tls import TLS
 
 HANDSHAKE_SECS = 5.0
@@ -60,7 +56,7 @@ _BACKLOG = 4096
 _ACCEPTS_PER_WAKE = 64  # then hellos that came meanwhile are looked at
 _ACCEPT_RETRY_SECS = 0.05
 # How long a stream's thread polls for the next message after a reply before it hands the
-# stream back (records.Reader.ready; local_client.py says why a poll is worth it), if the
+# stream back (records.Reader.ready; socket_client.py says why a poll is worth it), if the
 # stream's last message came within `_HOT_GAP_SECS` of the reply before it. A stream whose
 # client calls now and then (a node's heartbeat) is not polled: with thousands of them,
 # polling cost a third of the server's CPU and found nothing.
@@ -80,7 +76,7 @@ class LocalServer:
                  listeners: list[tuple[socket.socket, str | None]]):
         """Serves the streams that each listener (listening, non-blocking) accepts: on a
         Unix socket (with its path, removed at stop) this user's alone; on a TCP port
-        (net_sockets.py) anyone's, their hello's token deciding. One accepting thread and
+        (tcp_sockets.py) anyone's, their hello's token deciding. One accepting thread and
         one pool of stream threads serve them all."""
         self._service = service
         self._listeners = {listener.fileno(): listener for listener, _ in listeners}
@@ -121,16 +117,16 @@ class LocalServer:
         usable socket directory, and without TLS (and with `tcp`) its TCP port; None if it
         gets neither (it is then reached through gRPC alone)."""
         listeners: list[tuple[socket.socket, str | None]] = []
-        path = local_sockets.server_path(host, port, tls)
+        path = unix_sockets.server_path(host, port, tls)
         try:
             if path is not None:
-                listeners.append((local_sockets.listen(path, _BACKLOG), path))
+                listeners.append((unix_sockets.listen(path, _BACKLOG), path))
         except OSError as e:
             logging.warning("Courier server on port %d has no local socket (%s); same-host "
                             "clients use another transport", port, e)
         try:
             if tls is None and tcp:
-                listeners.append((net_sockets.listen(host, _BACKLOG), None))
+                listeners.append((tcp_sockets.listen(host, _BACKLOG), None))
         except OSError as e:
             logging.warning("Courier server on port %d has no TCP port for its records (%s); "
                             "other hosts' clients use gRPC", port, e)
@@ -196,11 +192,11 @@ class LocalServer:
                 # does this thread, a moment (or until stop), rather than spin.
                 self._stop_signal.poll(_ACCEPT_RETRY_SECS * 1000)
                 return
-            if local and local_sockets.peer_uid(connection) != os.getuid():
+            if local and unix_sockets.peer_uid(connection) != os.getuid():
                 connection.close()
                 continue
             if not local:
-                net_sockets.tune(connection)
+                tcp_sockets.tune(connection)
             connection.setblocking(False)
             stream = _Stream(connection, time.monotonic() + HANDSHAKE_SECS, local)
             with self._lock:
@@ -214,7 +210,7 @@ class LocalServer:
     def _greet(self, stream: _Stream) -> None:
         """Hands a connection whose hello is whole to the stream threads; lets go of one
         whose first record is no hello."""
-        verdict = local_sockets.peek_hello(stream.connection)
+        verdict = unix_sockets.peek_hello(stream.connection)
         if verdict is None:
             return  # its hello is still on its way
         if not verdict:
@@ -277,12 +273,12 @@ class LocalServer:
                 except ValueError as e:
                     raise errors.PeerAborted(Status.INVALID_ARGUMENT,
                                              f"courier: {e}") from None
-                if kind != local_sockets.MESSAGE:  # the client ended the stream
+                if kind != unix_sockets.MESSAGE:  # the client ended the stream
                     self._finish(stream, Status.OK, "")
                     return
                 for reply, _ in self._service.replies(stream.peer, message, stream.lane,
                                                       stream.outbox):
-                    records.send(stream.connection, local_sockets.MESSAGE, reply)
+                    records.send(stream.connection, unix_sockets.MESSAGE, reply)
                 del message  # not kept while the stream waits for its next one
                 stream.replied = time.perf_counter()
                 if stream.hot and stream.replied - self._others_served > _HOT_GAP_SECS:
@@ -307,19 +303,19 @@ class LocalServer:
         """Reads the hello (whole by now), admits the stream and answers; False if the
         stream ended instead (its hello broken, or its token refused)."""
         kind, hello = stream.reader.read()
-        fields = local_sockets.parse_hello(hello) if kind == local_sockets.HELLO else None
+        fields = unix_sockets.parse_hello(hello) if kind == unix_sockets.HELLO else None
         if fields is None:
             self._close(stream)
             return False
         token, probe = fields
         # A lane only on this host's socket: a TCP peer's memory files are not here.
-        peer = local_sockets.LocalPeer(stream.connection, token, probe if stream.local else "")
+        peer = unix_sockets.LocalPeer(stream.connection, token, probe if stream.local else "")
         stream.lane = self._service.admit(peer)  # (PeerAborted if refused: nothing attached)
         stream.peer = peer
         self._service.attach(peer)
-        stream.reader.max_length = local_sockets.MAX_MESSAGE
+        stream.reader.max_length = unix_sockets.MAX_MESSAGE
         stream.reader.hold(_HOT_HOLD_SECS)
-        records.send(stream.connection, local_sockets.ANSWER, [peer.answer.encode()])
+        records.send(stream.connection, unix_sockets.ANSWER, [peer.answer.encode()])
         return True
 
     def _wait_for_next(self, stream: _Stream) -> None:
@@ -332,8 +328,8 @@ class LocalServer:
     def _finish(self, stream: _Stream, code: Status, details: str) -> None:
         """Ends a stream with its status, which the client reads as its end."""
         try:
-            records.send(stream.connection, local_sockets.STATUS,
-                         [local_sockets.status(code, details)])
+            records.send(stream.connection, unix_sockets.STATUS,
+                         [unix_sockets.status(code, details)])
         except OSError:
             pass  # the client went away
         self._close(stream)
@@ -389,9 +385,9 @@ class _Stream:
         self.fd = connection.fileno()
         self.deadline = deadline  # for its hello
         self.epoll: select.epoll | None = None  # the one it is registered with
-        self.reader = records.Reader(connection, max_length=local_sockets.HELLO_MAX)
-        self.peer: local_sockets.LocalPeer | None = None  # once admitted
-        self.lane: shared_memory.Lane | None = None
+        self.reader = records.Reader(connection, max_length=unix_sockets.HELLO_MAX)
+        self.peer: unix_sockets.LocalPeer | None = None  # once admitted
+        self.lane: lanes.Lane | None = None
         self.outbox: queue.SimpleQueue = queue.SimpleQueue()
         self.replied = 0.0  # when the last reply was sent (perf_counter)
         self.hot = True  # whether its next message is likely to come within a poll

@@ -24,8 +24,12 @@ import threading
 from collections.abc import Iterator
 from typing import NoReturn, Protocol
 
-from launchpad.courier import direct_calls, errors, forks, hosts, shared_memory, streams
+from launchpad.courier import errors
+from launchpad.courier._in_process import direct_calls, forks
+from launchpad.courier._process import hosts
+from launchpad.courier._shared_memory import lanes
 from launchpad.courier._status import Status
+from launchpad.courier._wire import streams
 from launchpad.courier.tls import TLS, tls_tag
 
 
@@ -121,7 +125,7 @@ class InProcessStream:
     """A stream to a server of this process (streams.ClientStream); also the server's
     view of it (streams.Peer)."""
 
-    lane: shared_memory.Lane | None = None
+    lane: lanes.Lane | None = None
 
     def __init__(self, target: Target, token: str):
         self.token = token
@@ -175,7 +179,7 @@ class InProcessStream:
 
     # ------------------------------------------------------------ the server's side
 
-    def accept_shared_memory(self) -> shared_memory.Lane | None:
+    def accept_shared_memory(self) -> lanes.Lane | None:
         return None  # one address space: the message itself is the one copy
 
     def abort(self, code: Status, details: str) -> NoReturn:

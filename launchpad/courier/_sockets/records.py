@@ -27,7 +27,7 @@ import socket
 import struct
 import time
 
-from launchpad.courier import allocator
+from launchpad.courier._process import allocator
 
 _HEADER = struct.Struct("<BQ")
 HEADER_SIZE = _HEADER.size

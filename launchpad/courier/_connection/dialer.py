@@ -14,7 +14,8 @@ from __future__ import annotations
 import threading
 import time
 
-from launchpad.courier import errors, streams, transport
+from launchpad.courier import errors, transport
+from launchpad.courier._wire import streams
 from launchpad.courier.tls import TLS
 
 # While a resolved address does not answer, it is resolved again: first after

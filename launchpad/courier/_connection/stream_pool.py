@@ -7,9 +7,11 @@ of these methods.
 
 from __future__ import annotations
 
-from launchpad.courier import errors, shared_memory, streams
-from launchpad.courier.dialer import Dialer
-from launchpad.courier.in_flight import PooledStream
+from launchpad.courier import errors
+from launchpad.courier._connection.dialer import Dialer
+from launchpad.courier._connection.in_flight import PooledStream
+from launchpad.courier._shared_memory import lanes
+from launchpad.courier._wire import streams
 
 
 class StreamPool:
@@ -43,9 +45,9 @@ class StreamPool:
         if self._wait_for_ready and not self.channel.is_ready():
             return None
         kind = self.channel.kind
-        share = shared_memory.enabled() and (
+        share = lanes.enabled() and (
             kind == "local"
-            or (kind == "grpc" and shared_memory.is_same_host(self._dialer.address)))
+            or (kind == "grpc" and lanes.is_same_host(self._dialer.address)))
         try:
             stream = PooledStream(self.channel.open_stream(self._token,
                                                            offer_shared_memory=share))

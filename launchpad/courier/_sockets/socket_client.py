@@ -1,12 +1,12 @@
 """The socket transports' client side: channels to a server's Unix socket (this host) or
 its TCP port (another host), and their streams.
 
-See local_sockets.py for the transport, its sockets and who may use them, and
-net_sockets.py for its records over TCP. Each stream is a connection of its own; its hello
+See unix_sockets.py for the transport, its sockets and who may use them, and
+tcp_sockets.py for its records over TCP. Each stream is a connection of its own; its hello
 travels with its first message.
 
 A client polls for its reply for `_REPLY_SPIN_SECS` before it blocks (and a server's stream
-for the next message, local_server.py): two processes on two CPUs of a virtual machine
+for the next message, socket_server.py): two processes on two CPUs of a virtual machine
 otherwise pay a halted CPU's wake-up (~35 us here) on every message. A small call took
 110 us instead of 40 when the kernel put client and server on two CPUs; polling brings it to
 about 32 us either way, for at most these microseconds of CPU per message. It polls only
@@ -25,15 +25,10 @@ from collections.abc import Callable
 
 from absl import logging
 
-from launchpad.courier import (
-    errors,
-    hosts,
-    local_sockets,
-    memory_files,
-    net_sockets,
-    records,
-    shared_memory,
-)
+from launchpad.courier import errors
+from launchpad.courier._process import hosts
+from launchpad.courier._shared_memory import lanes, memory_files
+from launchpad.courier._sockets import records, tcp_sockets, unix_sockets
 from launchpad.courier._status import Status
 from launchpad.courier.tls import TLS
 
@@ -100,11 +95,11 @@ class LocalChannel(_SocketChannel):
     def find(cls, address: str, tls: TLS | None) -> LocalChannel | None:
         """A channel to the server at `address` if it listens on this host's socket of
         that address (and TLS), else None."""
-        directory = local_sockets.socket_dir()
+        directory = unix_sockets.socket_dir()
         if directory is None:
             return None
         for host, port in hosts.keys(address):
-            path = local_sockets.socket_path(directory, host, port, tls)
+            path = unix_sockets.socket_path(directory, host, port, tls)
             try:
                 return cls(path, _connect(path))
             except OSError:
@@ -112,17 +107,17 @@ class LocalChannel(_SocketChannel):
         return None
 
     def reachable(self) -> bool:
-        """Whether the server still listens on its socket (local_sockets.listening)."""
-        return local_sockets.listening(self._path)
+        """Whether the server still listens on its socket (unix_sockets.listening)."""
+        return unix_sockets.listening(self._path)
 
 
 class NetChannel(_SocketChannel):
-    """The way to a server of another host through the TCP port it offers (net_sockets.py)."""
+    """The way to a server of another host through the TCP port it offers (tcp_sockets.py)."""
 
     kind = "tcp"
 
     def __init__(self, host: str, port: int, first: socket.socket):
-        super().__init__(first, lambda: net_sockets.connect(host, port, _CONNECT_SECS))
+        super().__init__(first, lambda: tcp_sockets.connect(host, port, _CONNECT_SECS))
         self._host = host
         self._port = port
 
@@ -138,7 +133,7 @@ class NetChannel(_SocketChannel):
             return None
         host = address.rpartition(":")[0]
         try:
-            return cls(host, port, net_sockets.connect(host, port, _CONNECT_SECS))
+            return cls(host, port, tcp_sockets.connect(host, port, _CONNECT_SECS))
         except OSError as e:
             logging.log_first_n(logging.WARNING, "Courier server at %s offers TCP port %d, "
                                 "which cannot be reached from here (%s); its calls go "
@@ -147,7 +142,7 @@ class NetChannel(_SocketChannel):
 
     def reachable(self) -> bool:
         """Whether the server still accepts connections on its port."""
-        return net_sockets.listening(self._host, self._port, _CONNECT_SECS)
+        return tcp_sockets.listening(self._host, self._port, _CONNECT_SECS)
 
 
 def _connect(path: str) -> socket.socket:
@@ -156,7 +151,7 @@ def _connect(path: str) -> socket.socket:
         sock.settimeout(_CONNECT_SECS)
         sock.connect(path)
         sock.settimeout(None)
-        if local_sockets.peer_uid(sock) != os.getuid():
+        if unix_sockets.peer_uid(sock) != os.getuid():
             raise PermissionError(f"{path} is served by another user")
         return sock
     except BaseException:
@@ -168,12 +163,12 @@ class LocalStream:
     """One stream on its own socket connection (streams.SelectableStream)."""
 
     def __init__(self, sock: socket.socket, token: str, offer_shared_memory: bool):
-        self.lane: shared_memory.Lane | None = None
+        self.lane: lanes.Lane | None = None
         self._sock = sock
-        self._reader = records.Reader(sock, max_length=local_sockets.MAX_MESSAGE)
+        self._reader = records.Reader(sock, max_length=unix_sockets.MAX_MESSAGE)
         self._reader.spin_secs = _REPLY_SPIN_SECS
         probe = (memory_files.local_probe() or "") if offer_shared_memory else ""
-        self._hello: bytes | None = local_sockets.hello(token, probe)
+        self._hello: bytes | None = unix_sockets.hello(token, probe)
         self._answer_due = False
         self._status: errors.StreamBroken | None = None
         self._cancelled = False
@@ -195,10 +190,10 @@ class LocalStream:
         hello, self._hello = self._hello, None
         try:
             if hello is not None:  # the hello travels with the first message
-                records.send_records(self._sock, [(local_sockets.HELLO, [hello]),
-                                                  (local_sockets.MESSAGE, chunks)])
+                records.send_records(self._sock, [(unix_sockets.HELLO, [hello]),
+                                                  (unix_sockets.MESSAGE, chunks)])
             else:
-                records.send(self._sock, local_sockets.MESSAGE, chunks)
+                records.send(self._sock, unix_sockets.MESSAGE, chunks)
         except OSError as e:
             # The server may have ended the stream first (e.g. refused the token): its
             # status is then waiting to be read.
@@ -210,7 +205,7 @@ class LocalStream:
             self._answer_due = False
             self._read_answer()
         kind, body = self._read()
-        if kind == local_sockets.MESSAGE:
+        if kind == unix_sockets.MESSAGE:
             self._answered_at = time.monotonic()
             return body
         raise self._ended(kind, body)
@@ -270,12 +265,12 @@ class LocalStream:
 
     def _read_answer(self) -> None:
         kind, body = self._read()
-        if kind != local_sockets.ANSWER:
+        if kind != unix_sockets.ANSWER:
             raise self._ended(kind, body)
         answer = bytes(body).decode(errors="replace")  # (not a probe then: no lane)
         peer = memory_files.verify_probe(answer) if answer else None
         if peer is not None:
-            self.lane = shared_memory.Lane(peer)
+            self.lane = lanes.Lane(peer)
 
     def _status_left(self) -> errors.StreamBroken | None:
         """The status the server sent before it closed the connection, if any."""
@@ -284,7 +279,7 @@ class LocalStream:
             kind, body = self._reader.read()
         except (EOFError, OSError, ValueError):
             return None
-        return self._ended(kind, body) if kind == local_sockets.STATUS else None
+        return self._ended(kind, body) if kind == unix_sockets.STATUS else None
 
     def _read(self) -> tuple[int, bytes | memoryview]:
         try:
@@ -293,9 +288,9 @@ class LocalStream:
             raise self._lost(f"the connection to the server ended ({e})") from None
 
     def _ended(self, kind: int, body: bytes | memoryview) -> errors.StreamBroken:
-        if kind != local_sockets.STATUS or not body:
+        if kind != unix_sockets.STATUS or not body:
             return self._broken(Status.INTERNAL, f"unexpected record kind {kind}")
-        return self._broken(*local_sockets.status_of(bytes(body)))
+        return self._broken(*unix_sockets.status_of(bytes(body)))
 
     def _lost(self, details: str) -> errors.StreamBroken:
         if self._cancelled or self._closed:

@@ -10,8 +10,8 @@ moment travel together. A frame is::
     buffers the raw bytes of each buffer (numpy array data, bytes-like objects)
 
 The method name travels outside the pickle so a server can refuse an unknown method before it
-unpickles anything. A part (the pickle or a buffer) of at least `shared_memory.INLINE_LIMIT`
-bytes may instead lie in a shared-memory region, when the stream has a `shared_memory.Lane`:
+unpickles anything. A part (the pickle or a buffer) of at least `lanes.INLINE_LIMIT`
+bytes may instead lie in a shared-memory region, when the stream has a `lanes.Lane`:
 its length then has the top bit set, and the bytes in the message are a reference to it. The
 kind's top bit, on a call, says its sender reads shared memory, so its reply may use it too.
 
@@ -32,7 +32,8 @@ from typing import Any
 
 import cloudpickle
 
-from launchpad.courier import errors, shared_memory
+from launchpad.courier import errors
+from launchpad.courier._shared_memory import lanes
 
 _HEADER = struct.Struct("<BQHI")
 _HEADER_SIZE = _HEADER.size
@@ -110,19 +111,19 @@ def encode_frame(kind: Kind, call_id: int, name: str, parts: list) -> OutFrame:
     return OutFrame(kind, call_id, name.encode(), parts)
 
 
-def join_message(frames: list[OutFrame], lane: shared_memory.Lane | None = None) -> bytes:
+def join_message(frames: list[OutFrame], lane: lanes.Lane | None = None) -> bytes:
     """Packs frames into one message (see `message_chunks`)."""
     return b"".join(message_chunks(frames, lane))
 
 
-def message_chunks(frames: list[OutFrame], lane: shared_memory.Lane | None = None) -> list:
+def message_chunks(frames: list[OutFrame], lane: lanes.Lane | None = None) -> list:
     """The chunks of one message of `frames`, in order: a transport sends them back to back
     (scatter-gather) or joined. With a lane, large parts go into its shared memory (inline
     if no region can be had), and calls invite shared-memory replies."""
     chunks: list = []
     large: list[tuple[int, int]] = []  # where the length and the bytes of a large part are
-    group_parts = False  # whether a part is a group call's (shared_memory.share)
-    limit = shared_memory.INLINE_LIMIT if lane is not None else None
+    group_parts = False  # whether a part is a group call's (lanes.share)
+    limit = lanes.INLINE_LIMIT if lane is not None else None
     for frame in frames:
         kind = frame.kind
         if limit is not None and kind == Kind.CALL:
@@ -137,9 +138,9 @@ def message_chunks(frames: list[OutFrame], lane: shared_memory.Lane | None = Non
                            _LENGTH.pack(size), part)
                 continue
         types = [type(part) for part in parts]
-        group_parts = group_parts or shared_memory.SharedPart in types
+        group_parts = group_parts or lanes.SharedPart in types
         sizes = [len(part) if part_type is bytes else part.nbytes
-                 if part_type is shared_memory.SharedPart else memoryview(part).nbytes
+                 if part_type is lanes.SharedPart else memoryview(part).nbytes
                  for part_type, part in zip(types, parts, strict=True)]
         chunks.append(_HEADER.pack(kind, frame.call_id, len(name), len(parts) - 1))
         chunks.append(name)
@@ -155,30 +156,30 @@ def message_chunks(frames: list[OutFrame], lane: shared_memory.Lane | None = Non
     if large:
         _share(chunks, large, lane.writer)
     if group_parts:  # a group call's parts that go inline after all
-        chunks = [chunk.view() if type(chunk) is shared_memory.SharedPart else chunk
+        chunks = [chunk.view() if type(chunk) is lanes.SharedPart else chunk
                   for chunk in chunks]
     return chunks
 
 
-def _share(chunks: list, large: list[tuple[int, int]], writer: shared_memory.Writer) -> None:
+def _share(chunks: list, large: list[tuple[int, int]], writer: lanes.Writer) -> None:
     """Replaces large parts by references to their copies in shared memory (a group call's
     parts, placed once already, by references to their region), and flags their lengths;
     leaves them inline when no region can be had."""
     placed = [(length_at, part_at) for length_at, part_at in large
-              if type(chunks[part_at]) is not shared_memory.SharedPart]
+              if type(chunks[part_at]) is not lanes.SharedPart]
     references = writer.place([chunks[part_at] for _, part_at in placed]) if placed else []
     if references is None:
         references, large = [], [at for at in large if at not in placed]
     references = iter(references)
     for length_at, part_at in large:
         part = chunks[part_at]
-        reference = (writer.hold(part) if type(part) is shared_memory.SharedPart
+        reference = (writer.hold(part) if type(part) is lanes.SharedPart
                      else next(references))
         chunks[length_at] = _LENGTH.pack(_SHARED | len(reference))
         chunks[part_at] = reference
 
 
-def decode_message(message: bytes, reader: shared_memory.Reader | None = None) -> list[Frame]:
+def decode_message(message: bytes, reader: lanes.Reader | None = None) -> list[Frame]:
     """Splits a received message into frames, without copying inline parts; parts in shared
     memory are copied out through `reader`.
 
@@ -195,7 +196,7 @@ def decode_message(message: bytes, reader: shared_memory.Reader | None = None) -
         raise ValueError(f"Malformed courier message ({len(message)} bytes): {e}") from e
 
 
-def _decode_frames(view: memoryview, reader: shared_memory.Reader | None) -> list[Frame]:
+def _decode_frames(view: memoryview, reader: lanes.Reader | None) -> list[Frame]:
     frames = []
     offset = 0
     end = len(view)
