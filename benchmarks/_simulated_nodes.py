@@ -38,10 +38,10 @@ import time
 import grpc
 
 from launchpad import control, telemetry
-from launchpad.courier import transport
+from launchpad.courier._connection import channels
 from launchpad.courier._grpc import grpc_client, limits
 from launchpad.courier._process import hosts
-from launchpad.courier._sockets import records, tcp_sockets, unix_sockets
+from launchpad.courier._sockets import records, socket_wire, tcp_sockets, unix_sockets
 from launchpad.courier._wire import serialization
 from launchpad.courier._wire.serialization import Kind
 
@@ -60,7 +60,7 @@ class _LocalStream:
     def __init__(self, address: str, token: str):
         host, port = hosts.keys(address)[0]
         self._path = unix_sockets.socket_path(unix_sockets.socket_dir(), host, port, None)
-        self._hello = unix_sockets.hello(token, "")
+        self._hello = socket_wire.hello(token, "")
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
 
@@ -68,21 +68,21 @@ class _LocalStream:
         return await asyncio.open_unix_connection(self._path)
 
     async def send(self, message: bytes) -> None:
-        pieces = [records.pack_header(unix_sockets.MESSAGE, len(message)), message]
+        pieces = [records.pack_header(socket_wire.MESSAGE, len(message)), message]
         if self._writer is None:
             self._reader, self._writer = await self._open()
-            pieces[:0] = [records.pack_header(unix_sockets.HELLO, len(self._hello)),
+            pieces[:0] = [records.pack_header(socket_wire.HELLO, len(self._hello)),
                           self._hello]
             self._writer.writelines(pieces)
-            if (await self._record())[0] != unix_sockets.ANSWER:
+            if (await self._record())[0] != socket_wire.ANSWER:
                 raise ConnectionError("the server did not answer the hello")
         else:
             self._writer.writelines(pieces)
 
     async def receive(self) -> bytes:
         kind, body = await self._record()
-        if kind != unix_sockets.MESSAGE:
-            raise ConnectionError(f"the stream ended: {unix_sockets.status_of(body)}")
+        if kind != socket_wire.MESSAGE:
+            raise ConnectionError(f"the stream ended: {socket_wire.status_of(body)}")
         return body
 
     async def _record(self) -> tuple[int, bytes]:
@@ -226,7 +226,7 @@ def _arguments(method: str, *args) -> list:
 
 async def simulate(address: str, token: str, first: int, end: int, per_connection: int,
                    secs: float, agent_nodes: int) -> dict:
-    kind = transport.mode_of(None)
+    kind = channels.mode_of(None)
     stream_class = {"grpc": _GrpcStream, "tcp": _TcpStream}.get(kind, _LocalStream)
     if kind == "tcp":
         _TcpStream.tcp_port = _offered_tcp_port(address)

@@ -196,7 +196,7 @@ def run(seconds: float = 30.0, kills: int | None = None, producers: int = 3,
         for client in clients.values():
             lp.courier.close(client)
         controller.stop()
-        controller.wait(START_TIMEOUT_S)
+        controller.wait(timeout=START_TIMEOUT_S)
     status = controller.status()
     checks = consistency(result, chaos.kills, restarts, status)
     return {

@@ -42,7 +42,7 @@ import subprocess
 import sys
 import time
 
-from launchpad.courier import transport as transport_lib
+from launchpad.courier._connection import channels as transport_lib
 
 _TICKS = os.sysconf("SC_CLK_TCK")
 

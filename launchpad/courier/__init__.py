@@ -10,6 +10,7 @@ of it is exported here, and only here: its modules are private to it (tests/test
 """
 
 from launchpad.courier import _histogram as latency_histogram
+from launchpad.courier._connection.channels import mode_of as transport_mode
 from launchpad.courier._connection.in_flight import settle
 from launchpad.courier._process.allocator import retain_freed_memory
 from launchpad.courier._process.hosts import host_identity
@@ -34,7 +35,6 @@ from launchpad.courier.metrics import MethodCounts
 from launchpad.courier.metrics import summed as summed_metrics
 from launchpad.courier.server import Server
 from launchpad.courier.tls import TLS
-from launchpad.courier.transport import mode_of as transport_mode
 
 __all__ = [
     "AddressInUseError", "batched_handler", "call", "CallTimeoutError", "Client",

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from typing import Any, Protocol, Union
 
 from launchpad.courier import errors
-from launchpad.courier import transport as _transport
+from launchpad.courier._connection import channels as _transport
 from launchpad.courier._connection.connection import Connection
 from launchpad.courier._connection.in_flight import BlockingCall, StartedCall, settle
 from launchpad.courier._in_process import direct_calls
@@ -74,7 +74,7 @@ class Client:
         compress).
       tls: connect over TLS, presenting its certificate and checking the server's (see
         tls.py); None connects in plaintext.
-      transport: which transports may carry the calls (see transport.py): "auto" (the
+      transport: which transports may carry the calls (see channels.py): "auto" (the
         fastest that reaches the server: in this process, this host's Unix socket, the
         server's TCP port, gRPC), "local" (never in-process), "tcp" (the TCP port even on
         this host), "grpc" (gRPC only); None follows the environment variable

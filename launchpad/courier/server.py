@@ -38,9 +38,9 @@ from typing import Any
 
 from absl import logging
 
-from launchpad.courier import errors, metrics, transport
+from launchpad.courier import errors, metrics
 from launchpad.courier._process.threads import DaemonThreadPool
-from launchpad.courier._serving import call_batches, replies, served_methods
+from launchpad.courier._serving import call_batches, endpoints, replies, served_methods
 from launchpad.courier._shared_memory import lanes
 from launchpad.courier._status import Status
 from launchpad.courier._wire import serialization, streams
@@ -71,7 +71,7 @@ class Server:
       tls: serve over TLS only, to clients with a certificate of its CA (see tls.py); None
         serves plaintext.
       local_only: serve this host's clients alone (in-process, the Unix socket): no gRPC, no
-        TCP port (transport.Endpoints says when it serves every transport all the same).
+        TCP port (endpoints.Endpoints says when it serves every transport all the same).
     """
 
     def __init__(self, obj: Any = None, *, port: int = 0, host: str = "127.0.0.1",
@@ -98,7 +98,7 @@ class Server:
         self._drained = threading.Condition()
         # Open streams -> whether they wait for the next message (every reply sent).
         self._streams: dict[streams.Peer, bool] = {}
-        self._endpoints: transport.Endpoints | None = None
+        self._endpoints: endpoints.Endpoints | None = None
         self._workers: DaemonThreadPool | None = None
         # Tokens of the calls that may run at once (a C-level queue: cheap on the hot path).
         self._call_slots: queue.SimpleQueue = queue.SimpleQueue()
@@ -130,7 +130,7 @@ class Server:
         # futures) waits in the pool's queue, not in thousands of threads.
         self._workers = DaemonThreadPool(self._call_slots.qsize(),
                                          thread_name_prefix="courier-worker")
-        self._endpoints = transport.Endpoints(self, self._host, self._port, self._tls,
+        self._endpoints = endpoints.Endpoints(self, self._host, self._port, self._tls,
                                               self._local_only)
         host = f"[{self._host}]" if ":" in self._host else self._host
         self._address = f"{host}:{self._endpoints.port}"

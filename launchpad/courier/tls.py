@@ -3,7 +3,7 @@
 Between hosts, courier's streams can travel over TLS where both ends prove themselves: the
 server presents a certificate its clients check against the program's CA, and it requires
 each client to present one from the same CA. The program's secret token is still checked on
-top, as without TLS (see transport.py): TLS says "a peer of this CA", the token "a peer of
+top, as without TLS (see channels.py): TLS says "a peer of this CA", the token "a peer of
 this launch".
 
 Nodes move between hosts and addresses when they restart, so a certificate names the program,

@@ -6,7 +6,7 @@ Every server and client a test makes through them is stopped or closed when the 
 every `Blocker` handed out is released first, so no handler thread stays blocked.
 
 A module that uses `courier_transport` (or `socket_transport`) runs each of its tests once per
-transport: the clients of the test's own servers are narrowed to it (transport.py's
+transport: the clients of the test's own servers are narrowed to it (channels.py's
 environment variable), and at the end every one of them that is still connected is checked
 to have used that transport, so a client that silently took another one fails its test.
 """
@@ -19,7 +19,8 @@ import threading
 import pytest
 
 from launchpad import courier
-from launchpad.courier import errors, transport
+from launchpad.courier import errors
+from launchpad.courier._connection import channels
 from launchpad.courier._wire import streams
 
 TOKEN = "test-secret-token"
@@ -59,9 +60,9 @@ def assert_server_ends_stream(stream: streams.ClientStream,
 def open_raw_channel(server: courier.Server, kind: str) -> streams.Channel:
     """A channel of transport `kind` to `server`, connected (the caller closes it)."""
     mode = TRANSPORTS[kind]
-    channel = transport.open_channel(server.address, mode=mode)
+    channel = channels.open_channel(server.address, mode=mode)
     assert channel.wait_until_ready(10)
-    channel = transport.faster(channel, server.address, None, mode)  # (TCP: once it is up)
+    channel = channels.faster(channel, server.address, None, mode)  # (TCP: once it is up)
     assert channel.kind == kind
     return channel
 
@@ -69,14 +70,14 @@ def open_raw_channel(server: courier.Server, kind: str) -> streams.Channel:
 @pytest.fixture(params=list(TRANSPORTS))
 def courier_transport(request, monkeypatch) -> str:
     """Each transport in turn, for the clients of this test's own servers."""
-    monkeypatch.setenv(transport.ENV_TRANSPORT, TRANSPORTS[request.param])
+    monkeypatch.setenv(channels.ENV_TRANSPORT, TRANSPORTS[request.param])
     return request.param
 
 
 @pytest.fixture(params=["local", "grpc"])
 def socket_transport(request, monkeypatch) -> str:
     """Each transport between processes in turn (those with a shared-memory lane)."""
-    monkeypatch.setenv(transport.ENV_TRANSPORT, TRANSPORTS[request.param])
+    monkeypatch.setenv(channels.ENV_TRANSPORT, TRANSPORTS[request.param])
     return request.param
 
 

@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from launchpad.courier import transport
+from launchpad.courier._connection import channels
 from launchpad.courier._grpc import grpc_client, limits
 from launchpad.courier._sockets import unix_sockets
 from tests.courier.children import child_server
@@ -134,7 +134,7 @@ def test_a_real_client_gets_through_a_flood_of_idle_connections(tmp_path, kind):
                 [sys.executable, "-c", _CALLER, f"127.0.0.1:{port}", TOKEN,
                  str(CALL_WITHIN_SECS)],
                 capture_output=True, text=True, timeout=CALL_WITHIN_SECS + 30,
-                env={**os.environ, transport.ENV_TRANSPORT: kind})
+                env={**os.environ, channels.ENV_TRANSPORT: kind})
             took = time.monotonic() - started
         finally:
             for sock in flood:

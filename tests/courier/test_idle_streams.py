@@ -15,8 +15,7 @@ import threading
 
 import pytest
 
-from launchpad.courier import transport
-from launchpad.courier._connection import connection
+from launchpad.courier._connection import channels, connection
 from launchpad.courier._sockets import socket_client
 from launchpad.courier._wire import serialization
 from tests.courier.conftest import TOKEN, TRANSPORTS
@@ -91,7 +90,7 @@ def test_a_streams_thread_leaves_alone_the_stream_a_blocking_call_drives(
 def ending_transport(request, monkeypatch) -> str:
     """The transports whose servers can end one idle stream while they serve on (a gRPC
     server ends its streams only as it stops, and then its channel is not ready)."""
-    monkeypatch.setenv(transport.ENV_TRANSPORT, TRANSPORTS[request.param])
+    monkeypatch.setenv(channels.ENV_TRANSPORT, TRANSPORTS[request.param])
     return request.param
 
 

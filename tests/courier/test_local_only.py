@@ -14,7 +14,7 @@ import portpicker
 import pytest
 
 from launchpad import courier
-from launchpad.courier import transport
+from launchpad.courier._connection import channels
 from launchpad.courier._sockets import unix_sockets
 from tests.courier.conftest import TOKEN
 
@@ -30,7 +30,7 @@ def _refused(port: int) -> bool:
 
 
 def test_it_serves_this_host_and_refuses_grpc_at_once(serve, connect, service, monkeypatch):
-    monkeypatch.delenv(transport.ENV_TRANSPORT, raising=False)  # (a run may force gRPC)
+    monkeypatch.delenv(channels.ENV_TRANSPORT, raising=False)  # (a run may force gRPC)
     server = serve(service, token=TOKEN, local_only=True)
     assert connect(server, token=TOKEN).ping() == "pong"
     local = connect(server, token=TOKEN, transport="local")
@@ -50,7 +50,7 @@ def test_it_serves_this_host_and_refuses_grpc_at_once(serve, connect, service, m
 @pytest.mark.parametrize("mode", ["grpc", "tcp"])
 def test_it_serves_every_transport_when_the_environment_asks_for_another(
         serve, connect, service, monkeypatch, mode):
-    monkeypatch.setenv(transport.ENV_TRANSPORT, mode)
+    monkeypatch.setenv(channels.ENV_TRANSPORT, mode)
     server = serve(service, token=TOKEN, local_only=True)
     client = connect(server, token=TOKEN)
     assert client.ping() == "pong" and courier.transport_of(client) == mode
@@ -70,7 +70,7 @@ def test_without_a_socket_directory_it_serves_every_transport(serve, connect, se
 
 def test_a_client_that_dialed_before_the_server_started_reaches_it(serve, connect, service,
                                                                    monkeypatch):
-    monkeypatch.delenv(transport.ENV_TRANSPORT, raising=False)  # (a run may force gRPC)
+    monkeypatch.delenv(channels.ENV_TRANSPORT, raising=False)  # (a run may force gRPC)
     port = portpicker.pick_unused_port()
     with socket.create_server(("127.0.0.1", port)) as early:
         early.settimeout(30)

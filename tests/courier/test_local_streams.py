@@ -15,8 +15,14 @@ import threading
 import pytest
 
 from launchpad import courier
-from launchpad.courier import transport
-from launchpad.courier._sockets import records, socket_client, socket_server, unix_sockets
+from launchpad.courier._connection import channels
+from launchpad.courier._sockets import (
+    records,
+    socket_client,
+    socket_server,
+    socket_wire,
+    unix_sockets,
+)
 from tests.courier.children import ECHO_SERVER, child_server
 from tests.courier.conftest import TOKEN
 
@@ -27,7 +33,7 @@ STREAMS = 400
 @pytest.fixture
 def child(monkeypatch):
     """A server in another process, reached over its local socket; yields (pid, address)."""
-    monkeypatch.setenv(transport.ENV_TRANSPORT, "local")
+    monkeypatch.setenv(channels.ENV_TRANSPORT, "local")
     with child_server([sys.executable, "-c", ECHO_SERVER, TOKEN]) as (pid, port):
         yield pid, f"127.0.0.1:{port}"
 
@@ -89,8 +95,8 @@ def _connect(server: courier.Server) -> socket.socket:
 
 
 def _hello_record() -> bytes:
-    body = unix_sockets.hello(TOKEN, "")
-    return bytes([unix_sockets.HELLO]) + len(body).to_bytes(8, "little") + body
+    body = socket_wire.hello(TOKEN, "")
+    return bytes([socket_wire.HELLO]) + len(body).to_bytes(8, "little") + body
 
 
 def test_a_hello_that_comes_in_parts_is_answered(serve, service):
@@ -99,8 +105,8 @@ def test_a_hello_that_comes_in_parts_is_answered(serve, service):
     with _connect(server) as sock:
         for part in (record[:3], record[3:12], record[12:]):
             sock.sendall(part)
-        kind, _ = records.Reader(sock, max_length=unix_sockets.HELLO_MAX).read()
-    assert kind == unix_sockets.ANSWER
+        kind, _ = records.Reader(sock, max_length=socket_wire.HELLO_MAX).read()
+    assert kind == socket_wire.ANSWER
 
 
 @pytest.mark.parametrize("sent", ["nothing", "half a hello", "no hello"])
@@ -113,7 +119,7 @@ def test_a_peer_without_a_whole_hello_is_let_go_after_the_handshake_time(
         if sent == "half a hello":
             sock.sendall(record[:len(record) // 2])
         elif sent == "no hello":
-            sock.sendall(bytes([unix_sockets.MESSAGE]) + record[1:])
+            sock.sendall(bytes([socket_wire.MESSAGE]) + record[1:])
         try:  # the socket's timeout: 30 s
             closed = sock.recv(1) == b""
         except ConnectionResetError:  # (closed with bytes unread)
@@ -151,7 +157,7 @@ def test_a_client_polls_for_the_reply_to_a_lone_call_only(serve, service, monkey
     server = serve(service, token=TOKEN)
     client = courier.Client(server.address, token=TOKEN, transport="local")
     polls: list[tuple[int, float]] = []  # (calls in the message, how long its reply is polled)
-    exchange, spin = socket_client.LocalStream.exchange, records.Reader._spin
+    exchange, spin = socket_client.SocketStream.exchange, records.Reader._spin
     sending = threading.local()
 
     def counted_exchange(self, chunks, caller_waits=False, calls=1):
@@ -165,7 +171,7 @@ def test_a_client_polls_for_the_reply_to_a_lone_call_only(serve, service, monkey
 
     try:
         assert client.identity(0) == 0  # connected
-        monkeypatch.setattr(socket_client.LocalStream, "exchange", counted_exchange)
+        monkeypatch.setattr(socket_client.SocketStream, "exchange", counted_exchange)
         monkeypatch.setattr(records.Reader, "_spin", recorded_spin)
         blocked = client.futures.block()  # a message of one call, which holds the server
         assert service.blocker.entered.wait(10)

@@ -20,7 +20,7 @@ import portpicker
 import pytest
 
 from launchpad import courier
-from launchpad.courier import transport
+from launchpad.courier._connection import channels
 from launchpad.courier._sockets import socket_client, tcp_sockets
 from launchpad.courier._wire import serialization
 from launchpad.courier._wire.serialization import Kind
@@ -90,12 +90,12 @@ def test_a_port_that_cannot_be_reached_leaves_the_client_on_grpc(serve, connect,
 
 def test_a_tcp_stream_gets_no_shared_memory_lane(serve, service):
     server = serve(service, token=TOKEN)
-    channel = transport.open_channel(server.address, mode="tcp")
+    channel = channels.open_channel(server.address, mode="tcp")
     assert channel.wait_until_ready(10)
     port = channel.offered_tcp_port()
     channel.close()
     # A client that offers its memory files anyway, on the TCP port: no lane is accepted.
-    stream = socket_client.LocalStream(tcp_sockets.connect("127.0.0.1", port, 5.0), TOKEN,
+    stream = socket_client.SocketStream(tcp_sockets.connect("127.0.0.1", port, 5.0), TOKEN,
                                       offer_shared_memory=True)
     parts = serialization.dumps_call_arguments("add", (2, 3), {})
     message = serialization.join_message([serialization.encode_frame(Kind.CALL, 1, "add",
@@ -111,7 +111,7 @@ def test_a_server_with_tls_offers_no_tcp_port(serve, service):
     pytest.importorskip("cryptography")  # (TLS.generate)
     tls = courier.TLS.generate()
     server = serve(service, token=TOKEN, tls=tls)
-    channel = transport.open_channel(server.address, tls=tls, mode="tcp")
+    channel = channels.open_channel(server.address, tls=tls, mode="tcp")
     try:
         assert channel.wait_until_ready(10)
         assert channel.offered_tcp_port() is None

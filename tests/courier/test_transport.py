@@ -13,7 +13,8 @@ import time
 
 import pytest
 
-from launchpad.courier import errors, transport
+from launchpad.courier import errors
+from launchpad.courier._connection import channels
 from launchpad.courier._status import Status
 from launchpad.courier._wire import serialization, streams
 from launchpad.courier._wire.serialization import Kind
@@ -116,19 +117,19 @@ def test_an_idle_stream_is_not_alive_once_its_server_stops(channel, server):
 def test_a_server_stopped_is_not_found_by_the_fast_transports(server, kind):
     address = server.address
     server.stop()
-    assert transport.fast_channel(address, None, TRANSPORTS[kind]) is None
+    assert channels.fast_channel(address, None, TRANSPORTS[kind]) is None
 
 
 def test_the_environment_variable_and_the_option_choose_the_mode(monkeypatch):
-    monkeypatch.setenv(transport.ENV_TRANSPORT, "grpc")
-    assert transport.mode_of(None) == "grpc"
-    assert transport.mode_of("local") == "local"
-    monkeypatch.setenv(transport.ENV_TRANSPORT, "carrier-pigeon")
+    monkeypatch.setenv(channels.ENV_TRANSPORT, "grpc")
+    assert channels.mode_of(None) == "grpc"
+    assert channels.mode_of("local") == "local"
+    monkeypatch.setenv(channels.ENV_TRANSPORT, "carrier-pigeon")
     with pytest.raises(ValueError, match="LAUNCHPAD_COURIER_TRANSPORT.*carrier-pigeon"):
-        transport.mode_of(None)
-    assert transport.mode_of("tcp") == "tcp"
+        channels.mode_of(None)
+    assert channels.mode_of("tcp") == "tcp"
     with pytest.raises(ValueError, match="transport must be one of auto, local, tcp, grpc"):
-        transport.mode_of("udp")
+        channels.mode_of("udp")
 
 
 # --- Malformed input ---

@@ -15,9 +15,10 @@ import sys
 import pytest
 
 from launchpad import courier
-from launchpad.courier import errors, transport
+from launchpad.courier import errors
+from launchpad.courier._connection import channels
 from launchpad.courier._shared_memory import lanes
-from launchpad.courier._sockets import unix_sockets
+from launchpad.courier._sockets import socket_wire, unix_sockets
 from launchpad.courier._status import Status
 from launchpad.courier._wire import serialization
 from tests.courier.children import ECHO_SERVER, child_server
@@ -57,9 +58,9 @@ def test_a_length_that_lies_costs_the_server_no_memory(child):
     before = _peak_memory(pid)
     path = unix_sockets.socket_path(unix_sockets.socket_dir(), "127.0.0.1",
                                      int(address.rsplit(":", 1)[1]), None)
-    hello = wire.record(unix_sockets.HELLO, unix_sockets.hello(TOKEN, ""))
-    answered = converse(path, hello + wire.record(unix_sockets.MESSAGE, b"x" * 100, 1 << 30))
-    assert [kind for kind, _ in answered] == [unix_sockets.ANSWER, unix_sockets.STATUS]
+    hello = wire.record(socket_wire.HELLO, socket_wire.hello(TOKEN, ""))
+    answered = converse(path, hello + wire.record(socket_wire.MESSAGE, b"x" * 100, 1 << 30))
+    assert [kind for kind, _ in answered] == [socket_wire.ANSWER, socket_wire.STATUS]
     assert _peak_memory(pid) - before < 256 << 20
     _assert_answers(address)
 
@@ -67,7 +68,7 @@ def test_a_length_that_lies_costs_the_server_no_memory(child):
 @pytest.mark.skipif(not lanes.enabled(), reason="needs Linux memfd and /proc")
 def test_a_memory_file_truncated_under_the_servers_mapping_does_not_end_it(child):
     pid, address = child
-    channel = transport.open_channel(address, mode="local")
+    channel = channels.open_channel(address, mode="local")
     hostile = os.memfd_create("launchpad-fuzz-truncated", os.MFD_CLOEXEC)  # not sealed
     try:
         os.ftruncate(hostile, 2 << 20)

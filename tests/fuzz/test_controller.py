@@ -90,7 +90,7 @@ def controller(tmp_path):
     controller = lp.Controller(program, output=NodeOutput(str(tmp_path), _Logs(log), None))
     yield controller
     controller.kill()
-    assert controller.wait(30)
+    assert controller.wait(timeout=30)
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from launchpad.courier._shared_memory import lanes
-from launchpad.courier._sockets import records, unix_sockets
+from launchpad.courier._sockets import records, socket_wire
 from launchpad.courier._status import Status
 from launchpad.courier._wire import serialization
 from launchpad.courier._wire.serialization import Kind
@@ -79,7 +79,7 @@ def test_what_the_encoder_makes_decodes_as_it_was_inline_or_through_shared_memor
     st.builds(wire.record, st.integers(0, 255), st.binary(max_size=100)),
     st.builds(wire.record, st.integers(0, 255), st.binary(max_size=100), wire.lying_lengths),
     st.binary(max_size=20)), max_size=4), max_length=st.sampled_from(
-        [unix_sockets.HELLO_MAX, unix_sockets.MAX_MESSAGE]))
+        [socket_wire.HELLO_MAX, socket_wire.MAX_MESSAGE]))
 @target(150)
 def test_a_reader_takes_whole_records_then_refuses_or_ends(sent, max_length):
     """Whatever arrives before the peer closes: whole records, each within the reader's
@@ -103,21 +103,21 @@ def test_a_reader_takes_whole_records_then_refuses_or_ends(sent, max_length):
 
 
 @given(body=st.one_of(
-    st.builds(unix_sockets.hello, st.text(max_size=20), st.text(max_size=20)),
-    st.builds(lambda hello, at: hello[:at], st.builds(unix_sockets.hello, st.text(
+    st.builds(socket_wire.hello, st.text(max_size=20), st.text(max_size=20)),
+    st.builds(lambda hello, at: hello[:at], st.builds(socket_wire.hello, st.text(
         max_size=20), st.text(max_size=20)), st.integers(0, 40)),
-    st.builds(lambda tail: unix_sockets.MAGIC + tail, st.binary(max_size=40)),
+    st.builds(lambda tail: socket_wire.MAGIC + tail, st.binary(max_size=40)),
     st.binary(max_size=60)))
 @target(200)
 def test_a_hello_is_read_as_its_token_and_probe_or_is_none(body):
-    parsed = unix_sockets.parse_hello(body)
+    parsed = socket_wire.parse_hello(body)
     if parsed is not None:
         token, probe = parsed
-        assert unix_sockets.hello(token, probe) == body  # nothing in it was left unread
+        assert socket_wire.hello(token, probe) == body  # nothing in it was left unread
 
 
 @given(body=st.binary(min_size=1, max_size=40))
 @target(100)
 def test_a_status_is_read_as_a_code_and_its_details(body):
-    code, details = unix_sockets.status_of(body)
+    code, details = socket_wire.status_of(body)
     assert isinstance(code, Status) and isinstance(details, str)

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 from launchpad.courier import errors
 from launchpad.courier._shared_memory import memory_files
-from launchpad.courier._sockets import unix_sockets
-from launchpad.courier._sockets.socket_client import LocalStream
+from launchpad.courier._sockets import socket_wire, unix_sockets
+from launchpad.courier._sockets.socket_client import SocketStream
 from launchpad.courier._status import Status
 from launchpad.courier._wire import serialization, streams
 from launchpad.courier._wire.serialization import Kind
@@ -138,18 +138,18 @@ def converse(where: str | tuple[str, int], sent: bytes) -> list[tuple[int, bytes
 # The hellos a stream may open with: the right one, with a probe of any kind; a wrong
 # token; one that is no hello; none at all.
 hellos = st.one_of(
-    st.builds(lambda probe: (True, wire.record(unix_sockets.HELLO, unix_sockets.hello(
+    st.builds(lambda probe: (True, wire.record(socket_wire.HELLO, socket_wire.hello(
         TOKEN, probe))), st.one_of(st.just(""), st.text(max_size=20).filter(
             lambda text: ":" not in text))),
-    st.builds(lambda token: (False, wire.record(unix_sockets.HELLO, unix_sockets.hello(
+    st.builds(lambda token: (False, wire.record(socket_wire.HELLO, socket_wire.hello(
         token, ""))), st.text(max_size=30).filter(lambda token: token != TOKEN)),
     st.builds(lambda kind, body, length: (False, wire.record(kind, body, length)),
               st.integers(0, 255), st.binary(max_size=40),
               st.one_of(st.none(), wire.lying_lengths)),
     st.just((False, b"")))
 records = st.lists(st.one_of(
-    st.builds(wire.record, st.just(unix_sockets.MESSAGE), wire.messages()),
-    st.builds(wire.record, st.just(unix_sockets.MESSAGE), wire.messages(), wire.lying_lengths),
+    st.builds(wire.record, st.just(socket_wire.MESSAGE), wire.messages()),
+    st.builds(wire.record, st.just(socket_wire.MESSAGE), wire.messages(), wire.lying_lengths),
     st.builds(wire.record, st.integers(0, 255), st.binary(max_size=30)),
     st.binary(max_size=20)), max_size=3)
 
@@ -173,14 +173,14 @@ def test_hostile_records_on_a_socket_end_only_their_connection(local_attacked, o
     answered = converse(where, hello + b"".join(sent))
     kinds = [kind for kind, _ in answered]
     if not admitted:  # nothing but its refusal, if it was a hello at all
-        assert kinds in ([], [unix_sockets.STATUS]), kinds
+        assert kinds in ([], [socket_wire.STATUS]), kinds
         if kinds:
-            assert unix_sockets.status_of(answered[0][1])[0] == (
+            assert socket_wire.status_of(answered[0][1])[0] == (
                 Status.PERMISSION_DENIED)
     else:
-        assert kinds[0] == unix_sockets.ANSWER and kinds[-1] == unix_sockets.STATUS, kinds
-        assert set(kinds[1:-1]) <= {unix_sockets.MESSAGE}, kinds
-        code, details = unix_sockets.status_of(answered[-1][1])
+        assert kinds[0] == socket_wire.ANSWER and kinds[-1] == socket_wire.STATUS, kinds
+        assert set(kinds[1:-1]) <= {socket_wire.MESSAGE}, kinds
+        code, details = socket_wire.status_of(answered[-1][1])
         assert code in (Status.OK, Status.INVALID_ARGUMENT), (code, details)
         for _, reply in answered[1:-1]:
             assert_answered_or_refused(reply)
@@ -190,10 +190,10 @@ def test_hostile_records_on_a_socket_end_only_their_connection(local_attacked, o
 @pytest.mark.skipif(unix_sockets.socket_dir() is None, reason="no local socket directory")
 def test_a_record_too_long_to_hold_ends_its_stream_as_malformed(local_attacked):
     path, _ = local_attacked
-    hello = wire.record(unix_sockets.HELLO, unix_sockets.hello(TOKEN, ""))
-    answered = converse(path, hello + wire.record(unix_sockets.MESSAGE, b"", 1 << 61))
-    assert [kind for kind, _ in answered] == [unix_sockets.ANSWER, unix_sockets.STATUS]
-    code, details = unix_sockets.status_of(answered[1][1])
+    hello = wire.record(socket_wire.HELLO, socket_wire.hello(TOKEN, ""))
+    answered = converse(path, hello + wire.record(socket_wire.MESSAGE, b"", 1 << 61))
+    assert [kind for kind, _ in answered] == [socket_wire.ANSWER, socket_wire.STATUS]
+    code, details = socket_wire.status_of(answered[1][1])
     assert code == Status.INVALID_ARGUMENT
     assert "longer than this process can hold" in details
 
@@ -201,25 +201,25 @@ def test_a_record_too_long_to_hold_ends_its_stream_as_malformed(local_attacked):
 # ----------------------------------------------------------------------------- a hostile server
 
 _server_records = st.lists(st.one_of(
-    st.builds(wire.record, st.sampled_from([unix_sockets.ANSWER, unix_sockets.MESSAGE,
-                                            unix_sockets.STATUS]), st.binary(max_size=40)),
+    st.builds(wire.record, st.sampled_from([socket_wire.ANSWER, socket_wire.MESSAGE,
+                                            socket_wire.STATUS]), st.binary(max_size=40)),
     st.builds(wire.record, st.integers(0, 255), st.binary(max_size=20), wire.lying_lengths),
-    st.just(wire.record(unix_sockets.ANSWER, (memory_files.local_probe() or "").encode())),
-    st.builds(lambda code, details: wire.record(unix_sockets.STATUS,
-                                                unix_sockets.status(code, details)),
+    st.just(wire.record(socket_wire.ANSWER, (memory_files.local_probe() or "").encode())),
+    st.builds(lambda code, details: wire.record(socket_wire.STATUS,
+                                                socket_wire.status(code, details)),
               st.sampled_from(list(Status)), st.text(max_size=20)),
     st.binary(max_size=20)), max_size=4)
 
 
 @given(sent=_server_records)
-@example(sent=[wire.record(unix_sockets.ANSWER, b"\xff\xfe")])  # an answer of no UTF-8
+@example(sent=[wire.record(socket_wire.ANSWER, b"\xff\xfe")])  # an answer of no UTF-8
 @target(100)
 def test_a_local_client_stream_takes_what_a_server_sends_as_a_reply_or_its_end(sent):
     ours, theirs = socket.socketpair()
     try:
         theirs.sendall(b"".join(sent))
         theirs.shutdown(socket.SHUT_WR)
-        stream = LocalStream(ours, TOKEN, offer_shared_memory=True)
+        stream = SocketStream(ours, TOKEN, offer_shared_memory=True)
         try:
             reply = stream.exchange([b"a message"])
             assert isinstance(reply, (bytes, memoryview))

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from launchpad.courier import errors
 from launchpad.courier._grpc import grpc_client
-from launchpad.courier._sockets import unix_sockets
+from launchpad.courier._sockets import socket_wire, unix_sockets
 from launchpad.courier._status import Status
 from launchpad.courier._wire import streams
 from tests.courier.conftest import TOKEN, TRANSPORTS, open_raw_channel
@@ -122,8 +122,8 @@ def test_tokens_of_any_characters_are_compared_not_refused_as_errors(serve, conn
 
 # ----------------------------------------------------------------------------- the local socket
 
-def _hello_record(token: str, kind: int = unix_sockets.HELLO) -> bytes:
-    return wire.record(kind, unix_sockets.hello(token, ""))
+def _hello_record(token: str, kind: int = socket_wire.HELLO) -> bytes:
+    return wire.record(kind, socket_wire.hello(token, ""))
 
 
 # Openings that do not admit: a wrong token; the right one in a record of another kind, cut
@@ -131,16 +131,16 @@ def _hello_record(token: str, kind: int = unix_sockets.HELLO) -> bytes:
 _refused_openings = st.one_of(
     st.builds(_hello_record, wrong_tokens()),
     st.builds(lambda kind: _hello_record(TOKEN, kind),
-              st.integers(0, 255).filter(lambda kind: kind != unix_sockets.HELLO)),
-    st.builds(lambda cut: wire.record(unix_sockets.HELLO,
-                                      unix_sockets.hello(TOKEN, "")[:cut]),
-              st.integers(0, len(unix_sockets.hello(TOKEN, "")) - 1)),
-    st.builds(lambda more: wire.record(unix_sockets.HELLO, unix_sockets.hello(TOKEN, "")
+              st.integers(0, 255).filter(lambda kind: kind != socket_wire.HELLO)),
+    st.builds(lambda cut: wire.record(socket_wire.HELLO,
+                                      socket_wire.hello(TOKEN, "")[:cut]),
+              st.integers(0, len(socket_wire.hello(TOKEN, "")) - 1)),
+    st.builds(lambda more: wire.record(socket_wire.HELLO, socket_wire.hello(TOKEN, "")
                                        + more), st.binary(min_size=1, max_size=8)),
-    st.builds(lambda length: wire.record(unix_sockets.HELLO, unix_sockets.hello(TOKEN, ""),
+    st.builds(lambda length: wire.record(socket_wire.HELLO, socket_wire.hello(TOKEN, ""),
                                          length),
               wire.lying_lengths.filter(
-                  lambda length: length != len(unix_sockets.hello(TOKEN, "")))),
+                  lambda length: length != len(socket_wire.hello(TOKEN, "")))),
     st.just(b""))
 
 
@@ -172,8 +172,8 @@ def test_a_local_connection_without_the_right_hello_gets_nothing_unpickled(local
                       label="calls")
     path = unix_sockets.socket_path(unix_sockets.socket_dir(), "127.0.0.1", server.port, None)
     answered = converse(path, opening + b"".join(
-        wire.record(unix_sockets.MESSAGE, call) for call in calls))
-    assert [kind for kind, _ in answered] in ([], [unix_sockets.STATUS]), answered
+        wire.record(socket_wire.MESSAGE, call) for call in calls))
+    assert [kind for kind, _ in answered] in ([], [socket_wire.STATUS]), answered
     assert not marker.exists()
 
 

@@ -13,7 +13,7 @@ import struct
 
 from hypothesis import strategies as st
 
-from launchpad.courier._sockets import unix_sockets
+from launchpad.courier._sockets import socket_wire
 
 FRAME_HEADER = struct.Struct("<BQHI")
 LENGTH = struct.Struct("<Q")
@@ -24,7 +24,7 @@ CALL, RESULT, ERROR = 1, 2, 3
 U64 = (1 << 64) - 1
 # Lengths a reader must take care with: around its limits, and the largest there are.
 TELLING_LENGTHS = [0, 1, 64 << 10, (64 << 10) + 1, 32 << 20, (32 << 20) + 1, 1 << 40,
-                   unix_sockets.MAX_MESSAGE, unix_sockets.MAX_MESSAGE + 1, SHARED, U64]
+                   socket_wire.MAX_MESSAGE, socket_wire.MAX_MESSAGE + 1, SHARED, U64]
 
 
 def frame(kind: int, call_id: int, name: bytes, parts: list[bytes], *,

@@ -77,7 +77,7 @@ HALVE_FROM = 32
 class Connection:
     """One channel to one server, and the streams open on it (see the module doc).
 
-    `mode` narrows the transports (transport.py); with `deadlines` (the client's calls have
+    `mode` narrows the transports (channels.py); with `deadlines` (the client's calls have
     a timeout) no call runs on its caller's thread, so that a timeout ends its wait.
     """
 

@@ -1,7 +1,7 @@
 """Reaching a courier server: its address resolved, a channel opened and waited for.
 
 A connection (connection.py) dials once, on a thread of its own, before its first stream.
-The channel is the fastest transport that reaches the server (transport.py): the server
+The channel is the fastest transport that reaches the server (channels.py): the server
 itself when it is in this process, its Unix socket when it is on this host, gRPC otherwise,
 which, once it answers, hands over to a faster way if there is one: this host's (the server
 was starting) or the TCP port the server offers. While gRPC does not answer, this host's ways
@@ -14,7 +14,8 @@ from __future__ import annotations
 import threading
 import time
 
-from launchpad.courier import errors, transport
+from launchpad.courier import errors
+from launchpad.courier._connection import channels
 from launchpad.courier._wire import streams
 from launchpad.courier.tls import TLS
 
@@ -83,10 +84,10 @@ class Dialer:
                     attempt = min(attempt, resolve_again)
                     resolve_again = min(2 * resolve_again, _RESOLVE_AGAIN_SECS)
                 if channel.wait_until_ready(attempt):
-                    ready, channel = transport.faster(channel, self.address, self._tls,
+                    ready, channel = channels.faster(channel, self.address, self._tls,
                                                       self._mode, self._compress), None
                     return ready
-                found = transport.fast_channel(self.address, self._tls, self._mode)
+                found = channels.fast_channel(self.address, self._tls, self._mode)
                 if found is not None:  # a server that came up meanwhile, maybe without gRPC
                     return found
                 if self._cancelled.is_set():
@@ -99,7 +100,7 @@ class Dialer:
                 channel.close()
 
     def _new_channel(self) -> streams.Channel:
-        return transport.open_channel(self.address, compress=self._compress, tls=self._tls,
+        return channels.open_channel(self.address, compress=self._compress, tls=self._tls,
                                       mode=self._mode)
 
     def _unreachable(self, channel: streams.Channel) -> errors.ServerUnavailableError:

@@ -1,6 +1,6 @@
 """Which host an address names, as far as a transport needs to know.
 
-A courier server is reachable through every transport at once (transport.py), and a client
+A courier server is reachable through every transport at once (channels.py), and a client
 takes the fastest one that reaches the same server: the server object itself when it is in
 this process, a Unix socket when it is on this host, gRPC otherwise. "This host" means this
 kernel and this network namespace (`host_identity`): two network namespaces are two hosts,

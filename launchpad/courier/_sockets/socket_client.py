@@ -28,7 +28,7 @@ from absl import logging
 from launchpad.courier import errors
 from launchpad.courier._process import hosts
 from launchpad.courier._shared_memory import lanes, memory_files
-from launchpad.courier._sockets import records, tcp_sockets, unix_sockets
+from launchpad.courier._sockets import records, socket_wire, tcp_sockets, unix_sockets
 from launchpad.courier._status import Status
 from launchpad.courier.tls import TLS
 
@@ -59,7 +59,7 @@ class _SocketChannel:
     def connect_failure(self) -> str:
         return ""
 
-    def open_stream(self, token: str, offer_shared_memory: bool = False) -> LocalStream:
+    def open_stream(self, token: str, offer_shared_memory: bool = False) -> SocketStream:
         """A stream on a new connection (the first one made when the channel was found).
 
         Raises:
@@ -71,7 +71,7 @@ class _SocketChannel:
         except OSError as e:
             raise errors.StreamBroken(Status.UNAVAILABLE,
                                       f"cannot connect to {self}: {e}") from e
-        return LocalStream(sock, token, offer_shared_memory and self.kind == "local")
+        return SocketStream(sock, token, offer_shared_memory and self.kind == "local")
 
     def close(self) -> None:
         if self._first is not None:
@@ -79,7 +79,7 @@ class _SocketChannel:
             self._first = None
 
 
-class LocalChannel(_SocketChannel):
+class UnixChannel(_SocketChannel):
     """The way to a server of this host through its Unix socket."""
 
     kind = "local"
@@ -92,7 +92,7 @@ class LocalChannel(_SocketChannel):
         return self._path
 
     @classmethod
-    def find(cls, address: str, tls: TLS | None) -> LocalChannel | None:
+    def find(cls, address: str, tls: TLS | None) -> UnixChannel | None:
         """A channel to the server at `address` if it listens on this host's socket of
         that address (and TLS), else None."""
         directory = unix_sockets.socket_dir()
@@ -111,7 +111,7 @@ class LocalChannel(_SocketChannel):
         return unix_sockets.listening(self._path)
 
 
-class NetChannel(_SocketChannel):
+class TcpChannel(_SocketChannel):
     """The way to a server of another host through the TCP port it offers (tcp_sockets.py)."""
 
     kind = "tcp"
@@ -125,7 +125,7 @@ class NetChannel(_SocketChannel):
         return f"{self._host}:{self._port} (TCP)"
 
     @classmethod
-    def offered(cls, address: str, grpc_channel) -> NetChannel | None:
+    def offered(cls, address: str, grpc_channel) -> TcpChannel | None:
         """A channel to the TCP port that the server at `address` offers through
         `grpc_channel` (up), if it offers one and it can be reached from here, else None."""
         port = grpc_channel.offered_tcp_port()
@@ -159,16 +159,16 @@ def _connect(path: str) -> socket.socket:
         raise
 
 
-class LocalStream:
+class SocketStream:
     """One stream on its own socket connection (streams.SelectableStream)."""
 
     def __init__(self, sock: socket.socket, token: str, offer_shared_memory: bool):
         self.lane: lanes.Lane | None = None
         self._sock = sock
-        self._reader = records.Reader(sock, max_length=unix_sockets.MAX_MESSAGE)
+        self._reader = records.Reader(sock, max_length=socket_wire.MAX_MESSAGE)
         self._reader.spin_secs = _REPLY_SPIN_SECS
         probe = (memory_files.local_probe() or "") if offer_shared_memory else ""
-        self._hello: bytes | None = unix_sockets.hello(token, probe)
+        self._hello: bytes | None = socket_wire.hello(token, probe)
         self._answer_due = False
         self._status: errors.StreamBroken | None = None
         self._cancelled = False
@@ -190,10 +190,10 @@ class LocalStream:
         hello, self._hello = self._hello, None
         try:
             if hello is not None:  # the hello travels with the first message
-                records.send_records(self._sock, [(unix_sockets.HELLO, [hello]),
-                                                  (unix_sockets.MESSAGE, chunks)])
+                records.send_records(self._sock, [(socket_wire.HELLO, [hello]),
+                                                  (socket_wire.MESSAGE, chunks)])
             else:
-                records.send(self._sock, unix_sockets.MESSAGE, chunks)
+                records.send(self._sock, socket_wire.MESSAGE, chunks)
         except OSError as e:
             # The server may have ended the stream first (e.g. refused the token): its
             # status is then waiting to be read.
@@ -205,7 +205,7 @@ class LocalStream:
             self._answer_due = False
             self._read_answer()
         kind, body = self._read()
-        if kind == unix_sockets.MESSAGE:
+        if kind == socket_wire.MESSAGE:
             self._answered_at = time.monotonic()
             return body
         raise self._ended(kind, body)
@@ -265,7 +265,7 @@ class LocalStream:
 
     def _read_answer(self) -> None:
         kind, body = self._read()
-        if kind != unix_sockets.ANSWER:
+        if kind != socket_wire.ANSWER:
             raise self._ended(kind, body)
         answer = bytes(body).decode(errors="replace")  # (not a probe then: no lane)
         peer = memory_files.verify_probe(answer) if answer else None
@@ -279,7 +279,7 @@ class LocalStream:
             kind, body = self._reader.read()
         except (EOFError, OSError, ValueError):
             return None
-        return self._ended(kind, body) if kind == unix_sockets.STATUS else None
+        return self._ended(kind, body) if kind == socket_wire.STATUS else None
 
     def _read(self) -> tuple[int, bytes | memoryview]:
         try:
@@ -288,9 +288,9 @@ class LocalStream:
             raise self._lost(f"the connection to the server ended ({e})") from None
 
     def _ended(self, kind: int, body: bytes | memoryview) -> errors.StreamBroken:
-        if kind != unix_sockets.STATUS or not body:
+        if kind != socket_wire.STATUS or not body:
             return self._broken(Status.INTERNAL, f"unexpected record kind {kind}")
-        return self._broken(*unix_sockets.status_of(bytes(body)))
+        return self._broken(*socket_wire.status_of(bytes(body)))
 
     def _lost(self, details: str) -> errors.StreamBroken:
         if self._cancelled or self._closed:

@@ -33,7 +33,6 @@ from __future__ import annotations
 import collections
 import errno
 import os
-import queue
 import select
 import socket
 import threading
@@ -43,8 +42,8 @@ from absl import logging
 
 from launchpad.courier import errors
 from launchpad.courier._process import threads
-from launchpad.courier._shared_memory import lanes
-from launchpad.courier._sockets import records, tcp_sockets, unix_sockets
+from launchpad.courier._sockets import records, socket_wire, tcp_sockets, unix_sockets
+from launchpad.courier._sockets.served_streams import ServedStream, SocketPeer
 from launchpad.courier._status import Status
 from launchpad.courier._wire import streams
 from launchpad.courier.tls import TLS
@@ -68,7 +67,7 @@ _WAITING = select.EPOLLIN | select.EPOLLRDHUP | select.EPOLLONESHOT
 _GREETING = select.EPOLLIN | select.EPOLLRDHUP | select.EPOLLET
 
 
-class LocalServer:
+class SocketServer:
     """Listens on a server's Unix socket and TCP port and serves their streams (see the
     module doc)."""
 
@@ -85,8 +84,8 @@ class LocalServer:
                           if listener.family != socket.AF_UNIX), None)
         self._stopped = False
         self._lock = threading.Lock()
-        self._streams: dict[int, _Stream] = {}  # fd -> every connection not yet closed
-        self._greeting: collections.OrderedDict[int, _Stream] = collections.OrderedDict()
+        self._streams: dict[int, ServedStream] = {}  # fd -> every connection not yet closed
+        self._greeting: collections.OrderedDict[int, ServedStream] = collections.OrderedDict()
         self._running = 2  # the accepting thread, and the stream threads (all of them)
         self._greeter = select.epoll()  # the listeners and connections without their hello
         self._served = select.epoll()  # streams waiting for their next message
@@ -112,7 +111,7 @@ class LocalServer:
 
     @classmethod
     def bind(cls, service: streams.SocketService, host: str, port: int,
-             tls: TLS | None, tcp: bool = True) -> LocalServer | None:
+             tls: TLS | None, tcp: bool = True) -> SocketServer | None:
         """The listeners of the server at host:port: its Unix socket, where this host has a
         usable socket directory, and without TLS (and with `tcp`) its TCP port; None if it
         gets neither (it is then reached through gRPC alone)."""
@@ -198,7 +197,7 @@ class LocalServer:
             if not local:
                 tcp_sockets.tune(connection)
             connection.setblocking(False)
-            stream = _Stream(connection, time.monotonic() + HANDSHAKE_SECS, local)
+            stream = ServedStream(connection, time.monotonic() + HANDSHAKE_SECS, local)
             with self._lock:
                 self._streams[stream.fd] = stream
             self._greeting[stream.fd] = stream
@@ -207,10 +206,10 @@ class LocalServer:
             if len(self._greeting) > MAX_HANDSHAKES:
                 self._close(next(iter(self._greeting.values())))
 
-    def _greet(self, stream: _Stream) -> None:
+    def _greet(self, stream: ServedStream) -> None:
         """Hands a connection whose hello is whole to the stream threads; lets go of one
         whose first record is no hello."""
-        verdict = unix_sockets.peek_hello(stream.connection)
+        verdict = socket_wire.peek_hello(stream.connection)
         if verdict is None:
             return  # its hello is still on its way
         if not verdict:
@@ -236,7 +235,7 @@ class LocalServer:
 
     # ------------------------------------------------------------------ stream threads
 
-    def _next_ready(self) -> _Stream | object:
+    def _next_ready(self) -> ServedStream | object:
         """The next stream with a message, for a stream thread; threads.ENDED once the
         server has ended and its last stream with it."""
         while True:
@@ -252,7 +251,7 @@ class LocalServer:
             if stream is not None:
                 return stream
 
-    def _serve(self, stream: _Stream) -> None:
+    def _serve(self, stream: ServedStream) -> None:
         """Answers the stream's messages while they come; then hands it back to the epoll."""
         try:
             if stream.peer is not None:
@@ -273,12 +272,12 @@ class LocalServer:
                 except ValueError as e:
                     raise errors.PeerAborted(Status.INVALID_ARGUMENT,
                                              f"courier: {e}") from None
-                if kind != unix_sockets.MESSAGE:  # the client ended the stream
+                if kind != socket_wire.MESSAGE:  # the client ended the stream
                     self._finish(stream, Status.OK, "")
                     return
                 for reply, _ in self._service.replies(stream.peer, message, stream.lane,
                                                       stream.outbox):
-                    records.send(stream.connection, unix_sockets.MESSAGE, reply)
+                    records.send(stream.connection, socket_wire.MESSAGE, reply)
                 del message  # not kept while the stream waits for its next one
                 stream.replied = time.perf_counter()
                 if stream.hot and stream.replied - self._others_served > _HOT_GAP_SECS:
@@ -299,44 +298,44 @@ class LocalServer:
             return
         self._wait_for_next(stream)
 
-    def _open(self, stream: _Stream) -> bool:
+    def _open(self, stream: ServedStream) -> bool:
         """Reads the hello (whole by now), admits the stream and answers; False if the
         stream ended instead (its hello broken, or its token refused)."""
         kind, hello = stream.reader.read()
-        fields = unix_sockets.parse_hello(hello) if kind == unix_sockets.HELLO else None
+        fields = socket_wire.parse_hello(hello) if kind == socket_wire.HELLO else None
         if fields is None:
             self._close(stream)
             return False
         token, probe = fields
         # A lane only on this host's socket: a TCP peer's memory files are not here.
-        peer = unix_sockets.LocalPeer(stream.connection, token, probe if stream.local else "")
+        peer = SocketPeer(stream.connection, token, probe if stream.local else "")
         stream.lane = self._service.admit(peer)  # (PeerAborted if refused: nothing attached)
         stream.peer = peer
         self._service.attach(peer)
-        stream.reader.max_length = unix_sockets.MAX_MESSAGE
+        stream.reader.max_length = socket_wire.MAX_MESSAGE
         stream.reader.hold(_HOT_HOLD_SECS)
-        records.send(stream.connection, unix_sockets.ANSWER, [peer.answer.encode()])
+        records.send(stream.connection, socket_wire.ANSWER, [peer.answer.encode()])
         return True
 
-    def _wait_for_next(self, stream: _Stream) -> None:
+    def _wait_for_next(self, stream: ServedStream) -> None:
         """Hands an idle stream back to the epoll until its next message comes. (No lock:
         a stream is closed only by the thread that serves it, and a system call under the
         lock would make the other threads wait for it.)"""
         stream.reader.release()
         self._served.modify(stream.fd, _WAITING)
 
-    def _finish(self, stream: _Stream, code: Status, details: str) -> None:
+    def _finish(self, stream: ServedStream, code: Status, details: str) -> None:
         """Ends a stream with its status, which the client reads as its end."""
         try:
-            records.send(stream.connection, unix_sockets.STATUS,
-                         [unix_sockets.status(code, details)])
+            records.send(stream.connection, socket_wire.STATUS,
+                         [socket_wire.status(code, details)])
         except OSError:
             pass  # the client went away
         self._close(stream)
 
     # ------------------------------------------------------------------ either thread
 
-    def _close(self, stream: _Stream) -> None:
+    def _close(self, stream: ServedStream) -> None:
         """Closes a connection: one greeting on the accepting thread, any other on the
         thread serving it (so never twice at once)."""
         if stream.epoll is self._greeter:
@@ -374,21 +373,3 @@ class LocalServer:
             os.close(self._stop_fd)
             os.close(self._end_fd)
             self._stop_fd = self._end_fd = -1
-
-
-class _Stream:
-    """One connection to the server: greeting, being served, or waiting for a message."""
-
-    def __init__(self, connection: socket.socket, deadline: float, local: bool):
-        self.connection = connection
-        self.local = local  # on the Unix socket (else the TCP port)
-        self.fd = connection.fileno()
-        self.deadline = deadline  # for its hello
-        self.epoll: select.epoll | None = None  # the one it is registered with
-        self.reader = records.Reader(connection, max_length=unix_sockets.HELLO_MAX)
-        self.peer: unix_sockets.LocalPeer | None = None  # once admitted
-        self.lane: lanes.Lane | None = None
-        self.outbox: queue.SimpleQueue = queue.SimpleQueue()
-        self.replied = 0.0  # when the last reply was sent (perf_counter)
-        self.hot = True  # whether its next message is likely to come within a poll
-

@@ -12,7 +12,7 @@ shared-memory lane (a peer's memory files are not on this host).
 
 A client learns the port from the server itself: once its gRPC channel is up, it asks
 (`grpc_wire.OFFER_METHOD`, answered in the status's metadata) and opens its
-streams on the TCP port from then on (socket_client.NetChannel), through the same streams
+streams on the TCP port from then on (socket_client.TcpChannel), through the same streams
 the Unix socket's clients use. A server that offers none (it has TLS: those clients stay on
 gRPC, whose handshake checks certificates), a port that cannot be reached from the client (a
 firewall, a forwarded gRPC port) and `LAUNCHPAD_COURIER_TRANSPORT=grpc` leave the client on
@@ -48,7 +48,7 @@ def listen(host: str, backlog: int) -> socket.socket:
 def hold(host: str, port: int) -> socket.socket:
     """A TCP socket bound to `port` of `host` (0: one the kernel picks) and not listening: the
     port is this process's, and a client that tries it is refused at once (a server with no
-    gRPC keeps its address this way: transport.Endpoints)."""
+    gRPC keeps its address this way: _serving/endpoints.py)."""
     family, address, dualstack = _interface(host)
     holder = socket.socket(family, socket.SOCK_STREAM)
     try:

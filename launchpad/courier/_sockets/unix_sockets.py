@@ -1,7 +1,7 @@
 """The local transport: courier streams between processes of one host, over Unix sockets.
 
-This module says where the sockets are and what travels on them; socket_server.py listens,
-socket_client.py connects.
+This module says where the sockets are and who may use them; socket_wire.py says what
+travels on them, socket_server.py listens, socket_client.py connects.
 
 gRPC spends most of a small call's time in its own per-message machinery (a Python call is
 ~10x a raw socket round trip here), which buys nothing between two processes of one host.
@@ -16,13 +16,6 @@ its TLS (`tls_tag`), so a client finds the socket of the server it means by comp
 name. Neither a client of another TLS (it then goes through gRPC, whose handshake refuses or
 accepts it) nor a process of another user (the directory's mode; and each end checks its
 peer's uid with SO_PEERCRED before anything else) gets in.
-
-A stream opens with the client's hello, `LPC1`, its token and its shared-memory probe,
-sent with its first message. The server looks only at the hello (within 5 s, with no
-thread held meanwhile: socket_server.py; a peer that connects and says nothing is let go, and
-costs nothing after), checks the token, answers with its own probe (or ends the stream as
-refused), and only then reads messages. The server ends a stream with a status record
-(a status code, _status.py, and its details), so calls fail here as they would over gRPC.
 """
 
 from __future__ import annotations
@@ -33,24 +26,12 @@ import socket
 import stat
 import struct
 import time
-from typing import NoReturn
 
 from absl import logging
 
-from launchpad.courier import errors
 from launchpad.courier._process import hosts
-from launchpad.courier._shared_memory import lanes, memory_files
-from launchpad.courier._sockets import records
-from launchpad.courier._status import Status
 from launchpad.courier.tls import TLS, tls_tag
 
-MAGIC = b"LPC1"
-# The kinds of record: the client's hello, the server's answer to it, a message (either
-# way), the server's status that ends the stream.
-HELLO, ANSWER, MESSAGE, STATUS = 1, 2, 3, 4
-HELLO_MAX = 4096
-MAX_MESSAGE = 1 << 62  # as over gRPC: a message is as long as its sender makes it
-_FIELD = struct.Struct("<H")
 _PEERCRED = struct.Struct("3i")
 _STALE_SECS = 60.0
 _swept = False  # whether this process has swept the socket directory
@@ -152,85 +133,3 @@ def socket_path(directory: str, host: str, port: int, tls: TLS | None) -> str:
 def peer_uid(sock: socket.socket) -> int:
     return _PEERCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
                                             _PEERCRED.size))[1]
-
-
-# ----------------------------------------------------------------------------- server
-
-
-def parse_hello(hello: bytes) -> tuple[str, str] | None:
-    """(token, probe) of a hello, or None if it is not one."""
-    try:
-        if not hello.startswith(MAGIC):
-            return None
-        offset, fields = len(MAGIC), []
-        for _ in range(2):
-            (length,) = _FIELD.unpack_from(hello, offset)
-            offset += _FIELD.size
-            fields.append(hello[offset:offset + length].decode("utf-8", "surrogatepass"))
-            offset += length
-        return (fields[0], fields[1]) if offset == len(hello) else None
-    except (struct.error, UnicodeDecodeError):
-        return None
-
-
-def peek_hello(sock: socket.socket) -> bool | None:
-    """Looks at a connection's first record without taking it: True if it is a whole
-    hello, None if it is still on its way, False if it is no hello (or the peer closed)."""
-    try:
-        data = sock.recv(records.HEADER_SIZE + HELLO_MAX, socket.MSG_PEEK | socket.MSG_DONTWAIT)
-    except BlockingIOError:
-        return None
-    except OSError:
-        return False
-    if len(data) < records.HEADER_SIZE:
-        return None if data else False
-    kind, length = records.header(data)
-    if kind != HELLO or length > HELLO_MAX:
-        return False
-    return True if len(data) >= records.HEADER_SIZE + length else None
-
-
-def hello(token: str, probe: str) -> bytes:
-    """A stream's hello: its token and probe, as text of any characters (a lone surrogate
-    too: as the server compares tokens, server.Server.admits)."""
-    parts = [MAGIC]
-    for field in (token.encode("utf-8", "surrogatepass"), probe.encode("utf-8", "surrogatepass")):
-        parts += [_FIELD.pack(len(field)), field]
-    return b"".join(parts)
-
-
-def status(code: Status, details: str) -> bytes:
-    return bytes([code]) + details.encode()
-
-
-def status_of(body: bytes) -> tuple[Status, str]:
-    """The code and details of a status record's bytes."""
-    return Status.of(body[0]), body[1:].decode(errors="replace")
-
-
-class LocalPeer:
-    """The server's view of one local stream (streams.Peer)."""
-
-    def __init__(self, connection: socket.socket, token: str, probe: str):
-        self.token = token
-        self.answer = ""  # this process's probe, once the client's lane is accepted
-        self._connection = connection
-        self._probe = probe
-
-    def accept_shared_memory(self) -> lanes.Lane | None:
-        if not self._probe or not lanes.enabled():
-            return None
-        peer = memory_files.verify_probe(self._probe)
-        if peer is None:
-            return None
-        self.answer = memory_files.local_probe() or ""
-        return lanes.Lane(peer)
-
-    def abort(self, code: Status, details: str) -> NoReturn:
-        raise errors.PeerAborted(code, details)
-
-    def cancel(self) -> None:
-        try:
-            self._connection.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass

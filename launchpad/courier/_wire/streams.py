@@ -4,7 +4,7 @@ A transport carries courier messages (serialization.py) on long-lived streams, o
 each way per exchange. The client side of each transport has a `Channel` that opens
 `ClientStream`s; the server side hands each stream it accepts to the server's handler with a
 `Peer`, the server's view of the client at its other end. Three transports implement these
-(transport.py chooses among them per connection): in_process.py, the local socket
+(channels.py chooses among them per connection): in_process.py, the local socket
 (socket_server.py and socket_client.py) and grpc_client.py.
 
 A stream ends with a status code (_status.py) and details whatever its transport
