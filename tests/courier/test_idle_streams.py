@@ -109,14 +109,14 @@ def test_a_stream_the_server_ended_alone_is_let_go_and_the_other_calls_go_on(
     client = connect(server, token=TOKEN)
     blocked = client.futures.block()  # busy on one stream until released
     assert service.blocker.entered.wait(_WAIT_SECS)
-    busy_peers = set(server._streams)
+    busy_peers = set(server._dispatcher._streams)
     conn = client._slot.connection
     if found_by == "its thread":
         assert client.futures.ping().result(timeout=_WAIT_SECS) == "pong"
     else:
         assert _driven_ping(client) == "pong"  # driven: its stream has no thread
     (ended,) = {stream for stream in conn._pool.streams if not stream.pending}
-    (peer,) = set(server._streams) - busy_peers
+    (peer,) = set(server._dispatcher._streams) - busy_peers
 
     peer.cancel()  # the server ends the idle stream, and serves on
     if found_by == "its thread":

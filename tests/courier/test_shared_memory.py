@@ -243,14 +243,14 @@ def _stream_with_lane(channel) -> streams.ClientStream:
     frame = serialization.encode_frame(
         Kind.CALL, 1, "identity", serialization.dumps_call_arguments("identity", (1,), {}))
     stream.exchange([serialization.join_message([frame])])
-    assert stream.lane is not None
+    assert stream.messages.lane is not None
     return stream
 
 
 def _large_call(lane: lanes.Lane) -> bytes:
     parts = serialization.dumps_call_arguments("identity", (_array(2 * LARGE),), {})
     frame = serialization.encode_frame(Kind.CALL, 2, "identity", parts)
-    return serialization.join_message([frame], lane)
+    return serialization.join_message([frame], lane.writer)
 
 
 def test_a_reference_to_a_region_that_is_gone_drops_only_its_stream(serve, connect,
@@ -259,8 +259,8 @@ def test_a_reference_to_a_region_that_is_gone_drops_only_its_stream(serve, conne
     channel = open_raw_channel(server, socket_transport)
     try:
         stream = _stream_with_lane(channel)
-        message = _large_call(stream.lane)
-        stream.lane.writer.close()  # the region goes before the server reads it
+        message = _large_call(stream.messages.lane)
+        stream.messages.lane.writer.close()  # the region goes before the server reads it
         assert_server_ends_stream(stream, message)
     finally:
         channel.close()

@@ -102,7 +102,7 @@ def test_a_tcp_stream_gets_no_shared_memory_lane(serve, service):
                                                                      parts)])
     try:
         assert stream.exchange([message])
-        assert stream.lane is None
+        assert stream.messages.lane is None
     finally:
         stream.finish()
 

@@ -84,7 +84,7 @@ def test_a_memory_file_truncated_under_the_servers_mapping_does_not_end_it(child
             stream = stream or channel.open_stream(TOKEN, offer_shared_memory=True)
             reply = stream.exchange([wire.frame(wire.CALL, 1, b"ping", [wire.call_pickle(())])])
             assert serialization.decode_message(reply)[0].load() == "pong"
-            assert stream.lane is not None
+            assert stream.messages.lane is not None
             return stream
 
         stream = on_a_stream_with_a_lane()

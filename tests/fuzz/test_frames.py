@@ -66,7 +66,7 @@ def test_what_the_encoder_makes_decodes_as_it_was_inline_or_through_shared_memor
     lane.writer.reset()
     out = [serialization.encode_frame(kind, call_id, name, parts)
            for kind, call_id, name, parts in described]
-    message = serialization.join_message(out, lane if shared else None)
+    message = serialization.join_message(out, lane.writer if shared else None)
     decoded = serialization.decode_message(message, lane.reader if shared else None)
     assert [(f.kind, f.call_id, f.name, [bytes(f.payload), *map(bytes, f.buffers)])
             for f in decoded] == [(kind, call_id, name, parts)

@@ -89,7 +89,7 @@ def _stream_with_lane(channel) -> streams.ClientStream:
     stream = channel.open_stream(TOKEN, offer_shared_memory=True)
     reply = stream.exchange([wire.frame(wire.CALL, 1, b"ping", [wire.call_pickle(())])])
     assert serialization.decode_message(reply)[0].load() == "pong"
-    assert stream.lane is not None
+    assert stream.messages.lane is not None
     return stream
 
 
@@ -110,7 +110,7 @@ def test_a_reference_is_answered_only_where_it_names_a_real_part(
         laned, descriptors, named, closed_fd, nonce, offset, size, cut, kind):
     channel, caller = laned
     stream = _stream_with_lane(channel)
-    [reference] = stream.lane.writer.place([PAYLOAD])
+    [reference] = stream.messages.lane.writer.place([PAYLOAD])
     region_fd, region_nonce, part_offset, part_size = wire.REFERENCE.unpack(reference)
     descriptors.imitate(region_nonce, part_offset, PAYLOAD)
     fd = {"region": region_fd, "closed": closed_fd}.get(named) or descriptors.fds.get(named)

@@ -30,7 +30,7 @@ it: the reply of that caller's call, waiting to be read, would look like the ser
 the stream.
 
 To a server on this host but not in this process, a stream may carry large parts through
-shared memory (its transport's `lane`, see lanes.py). Its region is reused from the
+shared memory (its transport's lane, see _wire/messages.py). Its region is reused from the
 start for every message sent, which is safe because of the rule above: by then the server
 has answered, so it has read every part of the previous message.
 """
@@ -384,8 +384,7 @@ class Connection:
         stream.outbox.put(None)  # its thread, if it has one and a caller drove it, ends too
 
     def _deliver(self, stream: PooledStream, message: bytes) -> After:
-        lane = stream.transport.lane
-        frames = serialization.decode_message(message, lane.reader if lane else None)
+        frames = stream.transport.messages.frames(message)
         with self._lock:
             futures = [stream.pending.pop(frame.call_id, None) for frame in frames]
             if stream.pending:

@@ -17,13 +17,10 @@ import queue
 import selectors
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from launchpad.courier import errors
 from launchpad.courier._wire import serialization, streams
-
-if TYPE_CHECKING:
-    from launchpad.courier._connection.connection import Connection
 
 
 class After(enum.Enum):
@@ -50,10 +47,9 @@ class PooledStream:
     def chunks(self, frames: list[serialization.OutFrame]) -> list:
         """The frames as one message's chunks on this stream (through its lane, whose region
         is reused: every reply to the last message came, so the server has read it)."""
-        lane = self.transport.lane
-        if lane is not None:
-            lane.writer.reset()
-        return serialization.message_chunks(frames, lane)
+        messages = self.transport.messages
+        messages.peer_read_all()
+        return messages.chunks(frames)
 
     def hand_over(self, frames: list[serialization.OutFrame], other: PooledStream) -> None:
         """Moves queued calls, not sent yet, to `other`'s queue (connection lock held)."""
@@ -74,6 +70,15 @@ class PooledStream:
             self._thread.start()
 
 
+class RepliesReader(Protocol):
+    """What reads a started call's reply and gives it up (connection.Connection does): the
+    call knows its connection by this alone, so this module imports none of it."""
+
+    def read_reply(self, stream: PooledStream) -> bool: ...
+
+    def give_up(self, stream: PooledStream, call_id: int) -> None: ...
+
+
 class StartedCall:
     """A call sent by a thread that reads its reply itself (Connection.start): when
     `fileno()` is readable, `read_reply()` settles its future. `done` once it is settled
@@ -81,7 +86,7 @@ class StartedCall:
 
     __slots__ = ("future", "done", "_connection", "_stream", "_call_id")
 
-    def __init__(self, connection: Connection, stream: PooledStream, call_id: int,
+    def __init__(self, connection: RepliesReader, stream: PooledStream, call_id: int,
                  future: concurrent.futures.Future):
         self.future = future
         self.done = False

@@ -51,6 +51,7 @@ from launchpad.courier._grpc.grpc_wire import (
 )
 from launchpad.courier._process import allocator
 from launchpad.courier._shared_memory import lanes, memory_files
+from launchpad.courier._wire.messages import Messages
 from launchpad.courier.tls import TLS
 
 # A method no server serves: a call of it only ever learns why a channel cannot connect.
@@ -171,16 +172,16 @@ class Stream:
     opens any, and a stream opened after its server went away must fail, not wait forever for
     a server that may never come back.
 
-    With `offer_shared_memory`, the stream offers the server a shared-memory lane; `lane` is
-    set once the server has accepted and its probe checked out (by the first reply, at the
-    latest by the second), and is closed when the stream finishes.
+    With `offer_shared_memory`, the stream offers the server a shared-memory lane; its
+    `messages` take it once the server has accepted and its probe checked out (by the first
+    reply, at the latest by the second), and close it when the stream finishes.
     """
 
     def __init__(self, channel: GrpcChannel, token: str, offer_shared_memory: bool = False):
         self._channel = channel
         self._due = {_START, _INITIAL_METADATA, _STATUS}
         self._status: errors.StreamBroken | None = None
-        self.lane: lanes.Lane | None = None
+        self.messages = Messages()
         metadata = ((TOKEN_METADATA_KEY, token),)
         probe = memory_files.local_probe() if offer_shared_memory else None
         if probe is not None:
@@ -221,9 +222,7 @@ class Stream:
             self.cancel()
         while self._due:
             self._next_event()
-        if self.lane is not None:
-            self.lane.close()
-            self.lane = None
+        self.messages.close()
         return self._status or errors.StreamBroken(None, "the stream was cancelled")
 
     def _start(self, operations: tuple, tag: str) -> None:
@@ -271,4 +270,4 @@ class Stream:
                                         SHARED_MEMORY_METADATA_KEY)
                 peer = memory_files.verify_probe(answer) if answer else None
                 if peer is not None:
-                    self.lane = lanes.Lane(peer)
+                    self.messages.lane = lanes.Lane(peer)

@@ -24,29 +24,20 @@ it itself, with no hand-off, and a thread is added whenever the last one waiting
 
 from __future__ import annotations
 
-import collections
-import queue
 import threading
-from collections.abc import Callable
-from typing import NoReturn
 
-from absl import logging
 from grpc._cython import cygrpc
 
 from launchpad.courier import errors
 from launchpad.courier._grpc import credentials, limits
+from launchpad.courier._grpc.grpc_server_stream import RECEIVE, GrpcPeer, ServerStream
 from launchpad.courier._grpc.grpc_wire import (
     MESSAGE_OPTIONS,
     OFFER_METHOD,
     PORT_METADATA_KEY,
-    SHARED_MEMORY_METADATA_KEY,
     STREAM_METHOD,
-    TOKEN_METADATA_KEY,
-    core_status,
-    metadata_value,
 )
 from launchpad.courier._process import allocator, threads
-from launchpad.courier._shared_memory import lanes, memory_files
 from launchpad.courier._status import Status
 from launchpad.courier._wire import streams
 from launchpad.courier.tls import TLS
@@ -75,9 +66,6 @@ _ASKED = 8  # requests for new streams open at once
 _METHOD = STREAM_METHOD.encode()
 _OFFER_METHOD = OFFER_METHOD.encode()
 _NEW_STREAM, _SHUTDOWN = "new stream", "shutdown"  # the server's own tags
-# The operations of a stream, each at most once on its way (the tag of its completion).
-_CLOSE, _METADATA, _RECEIVE, _SEND, _STATUS = "close", "metadata", "receive", "send", "status"
-_NO_FLAGS = 0
 
 
 class GrpcServer:
@@ -153,7 +141,7 @@ class GrpcServer:
                 self._queue.shutdown()  # what is left in it comes, then its end
         else:
             stream, operation = tag
-            if operation == _RECEIVE:
+            if operation == RECEIVE:
                 self._answer(stream, event)
             else:
                 stream.completed(operation, event.success)
@@ -167,7 +155,7 @@ class GrpcServer:
             return
         with self._lock:
             self._streams += 1
-        stream = _ServerStream(event.call, self._forget)
+        stream = ServerStream(event.call, self._forget)
         with stream:
             if event.call_details.method == _OFFER_METHOD:  # (tcp_sockets.py)
                 offer = () if self.tcp_port is None else ((PORT_METADATA_KEY,
@@ -177,205 +165,38 @@ class GrpcServer:
             if event.call_details.method != _METHOD:
                 stream.end(Status.UNIMPLEMENTED, "Method not found!")
                 return
-            peer = _GrpcPeer(stream, event.invocation_metadata)
-            stream.lane = self._service.admit(peer)  # (PeerAborted if refused)
-            self._service.attach(peer)
+            peer = GrpcPeer(stream, event.invocation_metadata)
+            self._service.open_socket_stream(peer)  # (PeerAborted if refused)
             stream.peer = peer
             stream.receive()
 
-    def _forget(self, stream: _ServerStream) -> None:
+    def _forget(self, stream: ServerStream) -> None:
         """Forgets a stream let go; the last one after the core's shutdown shuts the queue."""
         if stream.peer is not None:
-            self._service.end_stream(stream.peer, stream.lane)
+            stream.peer.messages.close()
+            self._service.detach(stream.peer)
         with self._lock:
             self._streams -= 1
             last = self._stopped.is_set() and not self._streams
         if last:
             self._queue.shutdown()
 
-    def _answer(self, stream: _ServerStream, event) -> None:
+    def _answer(self, stream: ServerStream, event) -> None:
         """Answers the message a receive brought (the batch may have carried the reply to
         the one before); None is the client's end of the stream."""
         with stream:
-            stream.completed(_RECEIVE, event.success)
+            stream.completed(RECEIVE, event.success)
             if not event.success:
                 raise errors.StreamBroken(Status.CANCELLED, "the stream was cancelled")
             message = event.batch_operations[-1].message()
             if message is None:
                 stream.end(Status.OK, "")
                 return
-            for reply, last in self._service.replies(stream.peer, message, stream.lane,
-                                                     stream.outbox):
+            for reply, last in self._service.socket_replies(stream.peer, message,
+                                                            stream.outbox):
                 if last:  # sent once the server is done with the message (see __enter__)
                     final = reply
                 else:
                     stream.send(reply, then_receive=False)
             del message  # not kept while the stream waits for its next one
             stream.send(final, then_receive=True)
-
-
-class _ServerStream:
-    """The server's end of one gRPC stream, its operations completed on the server's queue
-    (whichever thread takes them). It is let go once it is over: nothing of it on its way,
-    and no thread answering it."""
-
-    def __init__(self, call, gone: Callable[[_ServerStream], None]):
-        self.peer: _GrpcPeer | None = None  # once attached
-        self.lane: lanes.Lane | None = None
-        self.outbox: queue.SimpleQueue = queue.SimpleQueue()
-        self._call = call
-        self._gone = gone
-        self._lock = threading.Lock()
-        self._due: set[str] = set()
-        self._queued: collections.deque = collections.deque()  # sends after the one on its way
-        self._sending = False
-        self._busy = 0  # threads answering it
-        self._broken = False
-        self._metadata_sent = False
-        self._ended = False
-        # Learns when the call is over (its status sent, its client's cancel, its
-        # connection lost): until then, the stream is not let go.
-        self._start((cygrpc.ReceiveCloseOnServerOperation(_NO_FLAGS),), _CLOSE)
-
-    def __enter__(self) -> None:
-        """A thread answers the stream: it is not let go meanwhile. (Two may, for a moment:
-        one that has just opened the receive of the next message, and the one that takes
-        that message.)"""
-        with self._lock:
-            self._busy += 1
-
-    def __exit__(self, kind, error, traceback) -> bool:
-        """The thread is done with the stream; how the answer failed ends it so (with the
-        status of an abort, or broken), and one that is over is let go."""
-        try:
-            if isinstance(error, errors.PeerAborted):
-                self.end(error.code, error.details)
-            elif isinstance(error, errors.StreamBroken):
-                self.cancel()
-            elif isinstance(error, Exception):  # a failure of ours: said, not its text
-                logging.error("Courier gRPC stream failed", exc_info=error)
-                self.end(Status.INTERNAL, "courier: the server failed (see its log)")
-        except errors.StreamBroken:
-            self.cancel()
-        with self._lock:
-            self._busy -= 1
-            over = self._over()
-        if over:
-            self._let_go()
-        return isinstance(error, Exception)
-
-    def send_initial_metadata(self, metadata: tuple) -> None:
-        self._metadata_sent = True
-        self._start((cygrpc.SendInitialMetadataOperation(metadata, _NO_FLAGS),), _METADATA)
-
-    def receive(self) -> None:
-        """Opens the receive of the next message."""
-        self._start((cygrpc.ReceiveMessageOperation(_NO_FLAGS),), _RECEIVE)
-
-    def send(self, chunks: list, then_receive: bool) -> None:
-        """Sends a reply, with the receive of the next message if it is the last."""
-        operations = (cygrpc.SendMessageOperation(b"".join(chunks), _NO_FLAGS),)
-        if then_receive:
-            self._send_in_order(operations + (cygrpc.ReceiveMessageOperation(_NO_FLAGS),),
-                                _RECEIVE)
-        else:
-            self._send_in_order(operations, _SEND)
-
-    def end(self, code: Status, details: str, metadata: tuple = ()) -> None:
-        """Ends the stream with a status (after every message sent)."""
-        if self._ended:
-            return
-        self._ended = True
-        status = core_status(code)
-        self._send_in_order((cygrpc.SendStatusFromServerOperation(metadata, status, details,
-                                                                  _NO_FLAGS),), _STATUS)
-
-    def cancel(self) -> None:
-        """Ends the stream without a status (it broke), if it has not ended."""
-        if not self._ended:
-            self._ended = True
-            self._call.cancel(cygrpc.StatusCode.cancelled, "courier: the stream ended")
-
-    def completed(self, operation: str, success: bool) -> None:
-        """Notes an operation's completion; starts the send it held up, if any."""
-        with self._lock:
-            self._due.discard(operation)
-            if operation in (_SEND, _RECEIVE, _STATUS):
-                self._sending = False
-                if not success:
-                    self._broken = True
-                elif self._queued:
-                    try:
-                        self._start_locked(*self._queued.popleft())
-                        self._sending = True
-                    except errors.StreamBroken:
-                        pass  # the call is over: its close comes, and lets the stream go
-            over = self._over()
-        if over:
-            self._let_go()
-
-    def _send_in_order(self, operations: tuple, tag: str) -> None:
-        if not self._metadata_sent:
-            self._metadata_sent = True
-            operations = (cygrpc.SendInitialMetadataOperation((), _NO_FLAGS), *operations)
-        with self._lock:
-            if self._broken:
-                raise errors.StreamBroken(Status.CANCELLED, "the send failed")
-            if self._sending:
-                self._queued.append((operations, tag))
-            else:
-                self._start_locked(operations, tag)
-                self._sending = True
-
-    def _start(self, operations: tuple, tag: str) -> None:
-        with self._lock:
-            self._start_locked(operations, tag)
-
-    def _start_locked(self, operations: tuple, tag: str) -> None:
-        if self._call.start_server_batch(operations, (self, tag)) != cygrpc.CallError.ok:
-            self._broken = True
-            raise errors.StreamBroken(Status.CANCELLED, "the stream is over")
-        self._due.add(tag)
-
-    def _over(self) -> bool:
-        """Nothing of the stream on its way (its close among it: the call is over) and no
-        thread answering it (lock held)."""
-        return not self._due and not self._busy and self._call is not None
-
-    def _let_go(self) -> None:
-        with self._lock:
-            if self._call is None:
-                return
-            self._call = None  # (once)
-        self._gone(self)
-
-
-class _GrpcPeer:
-    """The server's view of one gRPC stream (streams.Peer)."""
-
-    __slots__ = ("token", "_stream", "_offer")
-
-    def __init__(self, stream: _ServerStream, metadata):
-        self.token = metadata_value(metadata, TOKEN_METADATA_KEY)
-        self._stream = stream
-        self._offer = metadata_value(metadata, SHARED_MEMORY_METADATA_KEY)
-
-    def accept_shared_memory(self) -> lanes.Lane | None:
-        """If the client offered a lane and its probe is readable from here, answers with
-        this process's probe and returns the lane."""
-        if not self._offer or not lanes.enabled():
-            return None
-        peer = memory_files.verify_probe(self._offer)
-        if peer is None:
-            return None
-        self._stream.send_initial_metadata(
-            ((SHARED_MEMORY_METADATA_KEY, memory_files.local_probe()),))
-        return lanes.Lane(peer)
-
-    def abort(self, code: Status, details: str) -> NoReturn:
-        raise errors.PeerAborted(code, details)
-
-    def cancel(self) -> None:
-        """Nothing here: the server's graceful stop (GrpcServer.stop) ends the stream once
-        what it sent has gone out. Cancelling it now could drop a reply gRPC has accepted
-        but not yet written (a call that ended its node lost its reply so)."""

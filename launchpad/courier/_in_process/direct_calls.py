@@ -1,7 +1,7 @@
 """Blocking calls to a server of this process, made straight into it: no message, no stream.
 
 A client whose connection reached its server in this process (in_process.py) makes a
-blocking call without a deadline here: on the calling thread, into `Server.run_here`, which
+blocking call without a deadline here: on the calling thread, into the server's `run_here`, which
 runs it as a stream's call runs (in the server's context and call slots, counted, waited for
 by a stop). What is skipped is only what a copy does not need: framing the message, the
 stream, a future, and the pickling of values that cannot be changed (numbers, strings,
@@ -10,7 +10,7 @@ else is copied as between processes: arguments and results are pickled and unpic
 arrays copied once, and read-only, as received ones are), and an exception comes back as the
 wire would bring it, rebuilt with the server's traceback as its cause.
 
-A server that is stopping, a token it does not admit, or a connection made before this
+A server that is stopping, a token it does not accept, or a connection made before this
 process was forked (its server is the parent's: here only a copy of it, which must not
 answer) sends the call the usual way (`NOT_HERE`), which waits for a restarted server,
 reaches the parent's through a socket, or fails as on any transport.
@@ -30,9 +30,10 @@ _UNCHANGEABLE = frozenset({int, float, bool, complex, str, bytes, type(None)})
 
 
 class Target(Protocol):
-    """What a server of this process offers its direct calls (server.py implements it)."""
+    """What a server of this process offers its direct calls (_serving/dispatcher.py
+    implements it)."""
 
-    def admits(self, token: str) -> bool: ...
+    def accepts_token(self, token: str) -> bool: ...
 
     def serving(self) -> bool: ...
 
@@ -44,7 +45,7 @@ class DirectCalls:
 
     def __init__(self, target: Target, token: str):
         self._target = target
-        self._admitted = target.admits(token)
+        self._admitted = target.accepts_token(token)
         self._forks = forks.count()  # a fork since: the target is a copy
 
     def call(self, method: str, args: tuple, kwargs: dict) -> Any:

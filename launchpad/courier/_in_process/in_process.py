@@ -5,7 +5,7 @@ their own process; a socket between two threads of one process costs two thread 
 and the GIL passed back and forth per call. Here a stream hands each message to the server
 itself: the message is still the bytes of serialization.py (arguments and results are
 copied through pickling, never shared, exactly as between processes), and the server runs
-its calls as it does for any stream (server.py, `Server._answer`), with one difference: a
+its calls as it does for any stream (_serving/dispatcher.py), with one difference: a
 blocking call without a deadline runs on the calling thread itself, which costs no thread
 switch at all, and skips the message altogether (direct_calls.py). A call with a deadline,
 and every future, runs on the server's threads, so that a timeout, a cancellation or the
@@ -27,22 +27,22 @@ from typing import NoReturn, Protocol
 from launchpad.courier import errors
 from launchpad.courier._in_process import direct_calls, forks
 from launchpad.courier._process import hosts
-from launchpad.courier._shared_memory import lanes
 from launchpad.courier._status import Status
 from launchpad.courier._wire import streams
+from launchpad.courier._wire.messages import Messages
 from launchpad.courier.tls import TLS, tls_tag
 
 
 class Target(direct_calls.Target, Protocol):
-    """What a server offers its in-process streams and direct calls (server.py implements
-    it)."""
+    """What a server offers its in-process streams and direct calls (_serving/dispatcher.py
+    implements it)."""
 
     def attach(self, peer: streams.Peer) -> None: ...
 
     def detach(self, peer: streams.Peer) -> None: ...
 
-    def answer(self, peer: streams.Peer, message: bytes, outbox: queue.SimpleQueue,
-               run_last_here: bool) -> Iterator[tuple[list, bool]]: ...
+    def in_process_replies(self, peer: streams.Peer, message: bytes, outbox: queue.SimpleQueue,
+                           run_last_here: bool) -> Iterator[tuple[list, bool]]: ...
 
 
 _lock = threading.Lock()
@@ -125,16 +125,15 @@ class InProcessStream:
     """A stream to a server of this process (streams.ClientStream); also the server's
     view of it (streams.Peer)."""
 
-    lane: lanes.Lane | None = None
-
     def __init__(self, target: Target, token: str):
         self.token = token
+        self.messages = Messages()  # never a lane: the message itself is the one copy
         self._forks = forks.count()  # made in this process, not a fork of it (alive)
         self._target = target
         self._outbox: queue.SimpleQueue = queue.SimpleQueue()
         self._replies: Iterator[tuple[list, bool]] | None = None
         self._status: errors.StreamBroken | None = None
-        if not target.admits(token):
+        if not target.accepts_token(token):
             self._status = errors.StreamBroken(Status.PERMISSION_DENIED,
                                                streams.REFUSED_DETAILS)
         else:
@@ -150,8 +149,8 @@ class InProcessStream:
         if self._status is not None:
             raise self._status
         message = b"".join(chunks)  # the copy a socket would make: nothing is shared
-        self._replies = self._target.answer(self, message, self._outbox,
-                                            run_last_here=caller_waits)
+        self._replies = self._target.in_process_replies(self, message, self._outbox,
+                                                        run_last_here=caller_waits)
         return self.receive()
 
     def receive(self) -> bytes:
@@ -179,8 +178,8 @@ class InProcessStream:
 
     # ------------------------------------------------------------ the server's side
 
-    def accept_shared_memory(self) -> lanes.Lane | None:
-        return None  # one address space: the message itself is the one copy
+    def accept_shared_memory(self) -> None:
+        pass  # one address space: the message itself is the one copy
 
     def abort(self, code: Status, details: str) -> NoReturn:
         raise errors.PeerAborted(code, details)
@@ -192,6 +191,6 @@ class InProcessStream:
     def _end(self, status: errors.StreamBroken) -> errors.StreamBroken:
         if self._status is None:
             self._status = status
-            self._outbox.put(None)  # wakes a wait for replies (server.py's `_replies`)
+            self._outbox.put(None)  # wakes a wait for replies (replies.replies)
             self._target.detach(self)
         return self._status

@@ -12,9 +12,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from launchpad.courier import errors
-from launchpad.courier._shared_memory import lanes
 from launchpad.courier._status import Status
 from launchpad.courier._wire import serialization
+from launchpad.courier._wire.messages import Messages
 from launchpad.courier._wire.serialization import Kind
 
 
@@ -28,11 +28,11 @@ def load_arguments(frame: serialization.Frame) -> tuple[tuple, dict]:
 
 
 def replies(outbox: queue.SimpleQueue, count: int,
-            lane: lanes.Lane | None) -> Iterator[tuple[list, bool]]:
+            messages: Messages, through_lane: bool) -> Iterator[tuple[list, bool]]:
     """Yields `count` replies, as few messages as possible (each the chunks of a message
-    holding every reply ready), and whether it is the last. Large parts go through `lane`
-    when the client invited that. A None in the outbox means the stream was cancelled
-    (in_process.py)."""
+    holding every reply ready), and whether it is the last. Large parts go through the
+    stream's lane (`messages`) when the client invited that (`through_lane`). A None in the
+    outbox means the stream was cancelled (in_process.py)."""
     while count:
         frames = outbox.get()
         count -= 1
@@ -42,7 +42,7 @@ def replies(outbox: queue.SimpleQueue, count: int,
             count -= 1
         if frames is None:
             raise errors.StreamBroken(Status.CANCELLED, "the stream was cancelled")
-        yield serialization.message_chunks(frames, lane), not count
+        yield messages.chunks(frames, through_lane), not count
 
 
 def pickle_result(method: str, result: Any) -> list:

@@ -12,6 +12,7 @@ from launchpad.courier import errors
 from launchpad.courier._shared_memory import lanes, memory_files
 from launchpad.courier._sockets import records, socket_wire
 from launchpad.courier._status import Status
+from launchpad.courier._wire.messages import Messages
 
 
 class ServedStream:
@@ -24,8 +25,7 @@ class ServedStream:
         self.deadline = deadline  # for its hello
         self.epoll: select.epoll | None = None  # the one it is registered with
         self.reader = records.Reader(connection, max_length=socket_wire.HELLO_MAX)
-        self.peer: SocketPeer | None = None  # once admitted
-        self.lane: lanes.Lane | None = None
+        self.peer: SocketPeer | None = None  # once its token is accepted
         self.outbox: queue.SimpleQueue = queue.SimpleQueue()
         self.replied = 0.0  # when the last reply was sent (perf_counter)
         self.hot = True  # whether its next message is likely to come within a poll
@@ -36,18 +36,20 @@ class SocketPeer:
 
     def __init__(self, connection: socket.socket, token: str, probe: str):
         self.token = token
+        self.messages = Messages()
         self.answer = ""  # this process's probe, once the client's lane is accepted
         self._connection = connection
         self._probe = probe
 
-    def accept_shared_memory(self) -> lanes.Lane | None:
+    def accept_shared_memory(self) -> None:
+        """Takes the lane the client offered, if its probe is readable from here (then
+        `answer` is this process's probe)."""
         if not self._probe or not lanes.enabled():
-            return None
+            return
         peer = memory_files.verify_probe(self._probe)
-        if peer is None:
-            return None
-        self.answer = memory_files.local_probe() or ""
-        return lanes.Lane(peer)
+        if peer is not None:
+            self.answer = memory_files.local_probe() or ""
+            self.messages.lane = lanes.Lane(peer)
 
     def abort(self, code: Status, details: str) -> NoReturn:
         raise errors.PeerAborted(code, details)

@@ -30,6 +30,7 @@ from launchpad.courier._process import hosts
 from launchpad.courier._shared_memory import lanes, memory_files
 from launchpad.courier._sockets import records, socket_wire, tcp_sockets, unix_sockets
 from launchpad.courier._status import Status
+from launchpad.courier._wire.messages import Messages
 from launchpad.courier.tls import TLS
 
 _CONNECT_SECS = 1.0
@@ -163,7 +164,7 @@ class SocketStream:
     """One stream on its own socket connection (streams.SelectableStream)."""
 
     def __init__(self, sock: socket.socket, token: str, offer_shared_memory: bool):
-        self.lane: lanes.Lane | None = None
+        self.messages = Messages()
         self._sock = sock
         self._reader = records.Reader(sock, max_length=socket_wire.MAX_MESSAGE)
         self._reader.spin_secs = _REPLY_SPIN_SECS
@@ -258,9 +259,7 @@ class SocketStream:
                                                    "the stream was cancelled")
             self.cancel()
             self._sock.close()
-            if self.lane is not None:
-                self.lane.close()
-                self.lane = None
+            self.messages.close()
         return self._status or errors.StreamBroken(None, "the stream was cancelled")
 
     def _read_answer(self) -> None:
@@ -270,7 +269,7 @@ class SocketStream:
         answer = bytes(body).decode(errors="replace")  # (not a probe then: no lane)
         peer = memory_files.verify_probe(answer) if answer else None
         if peer is not None:
-            self.lane = lanes.Lane(peer)
+            self.messages.lane = lanes.Lane(peer)
 
     def _status_left(self) -> errors.StreamBroken | None:
         """The status the server sent before it closed the connection, if any."""

@@ -275,8 +275,8 @@ class SocketServer:
                 if kind != socket_wire.MESSAGE:  # the client ended the stream
                     self._finish(stream, Status.OK, "")
                     return
-                for reply, _ in self._service.replies(stream.peer, message, stream.lane,
-                                                      stream.outbox):
+                for reply, _ in self._service.socket_replies(stream.peer, message,
+                                                             stream.outbox):
                     records.send(stream.connection, socket_wire.MESSAGE, reply)
                 del message  # not kept while the stream waits for its next one
                 stream.replied = time.perf_counter()
@@ -299,7 +299,7 @@ class SocketServer:
         self._wait_for_next(stream)
 
     def _open(self, stream: ServedStream) -> bool:
-        """Reads the hello (whole by now), admits the stream and answers; False if the
+        """Reads the hello (whole by now), opens the stream and answers; False if the
         stream ended instead (its hello broken, or its token refused)."""
         kind, hello = stream.reader.read()
         fields = socket_wire.parse_hello(hello) if kind == socket_wire.HELLO else None
@@ -309,9 +309,8 @@ class SocketServer:
         token, probe = fields
         # A lane only on this host's socket: a TCP peer's memory files are not here.
         peer = SocketPeer(stream.connection, token, probe if stream.local else "")
-        stream.lane = self._service.admit(peer)  # (PeerAborted if refused: nothing attached)
+        self._service.open_socket_stream(peer)  # (PeerAborted if refused: nothing attached)
         stream.peer = peer
-        self._service.attach(peer)
         stream.reader.max_length = socket_wire.MAX_MESSAGE
         stream.reader.hold(_HOT_HOLD_SECS)
         records.send(stream.connection, socket_wire.ANSWER, [peer.answer.encode()])
@@ -345,7 +344,8 @@ class SocketServer:
             del self._streams[stream.fd]
             last = self._stopped and not self._streams
         if stream.peer is not None:
-            self._service.end_stream(stream.peer, stream.lane)
+            stream.peer.messages.close()
+            self._service.detach(stream.peer)
         stream.connection.close()
         if last:
             self._signal(self._end_fd)  # the stream threads end with the last stream

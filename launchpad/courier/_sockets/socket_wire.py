@@ -61,7 +61,7 @@ def peek_hello(sock: socket.socket) -> bool | None:
 
 def hello(token: str, probe: str) -> bytes:
     """A stream's hello: its token and probe, as text of any characters (a lone surrogate
-    too: as the server compares tokens, server.Server.admits)."""
+    too: as the server compares tokens, dispatcher.Dispatcher.accepts_token)."""
     parts = [MAGIC]
     for field in (token.encode("utf-8", "surrogatepass"), probe.encode("utf-8", "surrogatepass")):
         parts += [_FIELD.pack(len(field)), field]

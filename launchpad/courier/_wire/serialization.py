@@ -11,7 +11,7 @@ moment travel together. A frame is::
 
 The method name travels outside the pickle so a server can refuse an unknown method before it
 unpickles anything. A part (the pickle or a buffer) of at least `lanes.INLINE_LIMIT`
-bytes may instead lie in a shared-memory region, when the stream has a `lanes.Lane`:
+bytes may instead lie in a shared-memory region, when the stream has a lane (messages.py):
 its length then has the top bit set, and the bytes in the message are a reference to it. The
 kind's top bit, on a call, says its sender reads shared memory, so its reply may use it too.
 
@@ -111,19 +111,19 @@ def encode_frame(kind: Kind, call_id: int, name: str, parts: list) -> OutFrame:
     return OutFrame(kind, call_id, name.encode(), parts)
 
 
-def join_message(frames: list[OutFrame], lane: lanes.Lane | None = None) -> bytes:
+def join_message(frames: list[OutFrame], writer: lanes.Writer | None = None) -> bytes:
     """Packs frames into one message (see `message_chunks`)."""
-    return b"".join(message_chunks(frames, lane))
+    return b"".join(message_chunks(frames, writer))
 
 
-def message_chunks(frames: list[OutFrame], lane: lanes.Lane | None = None) -> list:
+def message_chunks(frames: list[OutFrame], writer: lanes.Writer | None = None) -> list:
     """The chunks of one message of `frames`, in order: a transport sends them back to back
-    (scatter-gather) or joined. With a lane, large parts go into its shared memory (inline
-    if no region can be had), and calls invite shared-memory replies."""
+    (scatter-gather) or joined. With a lane's writer, large parts go into its shared memory
+    (inline if no region can be had), and calls invite shared-memory replies."""
     chunks: list = []
     large: list[tuple[int, int]] = []  # where the length and the bytes of a large part are
     group_parts = False  # whether a part is a group call's (lanes.share)
-    limit = lanes.INLINE_LIMIT if lane is not None else None
+    limit = lanes.INLINE_LIMIT if writer is not None else None
     for frame in frames:
         kind = frame.kind
         if limit is not None and kind == Kind.CALL:
@@ -154,7 +154,7 @@ def message_chunks(frames: list[OutFrame], lane: lanes.Lane | None = None) -> li
                     large.append((lengths_at + k, lengths_at + len(parts) + k))
         chunks.extend(parts)
     if large:
-        _share(chunks, large, lane.writer)
+        _share(chunks, large, writer)
     if group_parts:  # a group call's parts that go inline after all
         chunks = [chunk.view() if type(chunk) is lanes.SharedPart else chunk
                   for chunk in chunks]

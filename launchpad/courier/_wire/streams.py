@@ -19,8 +19,8 @@ from collections.abc import Iterator
 from typing import NoReturn, Protocol
 
 from launchpad.courier import errors
-from launchpad.courier._shared_memory import lanes
 from launchpad.courier._status import Status
+from launchpad.courier._wire.messages import Messages
 
 # The details of a stream refused for a missing or wrong token, on every transport.
 REFUSED_DETAILS = "courier: missing or wrong secret token"
@@ -35,10 +35,11 @@ class ClientStream(Protocol):
     transport in this process may run the call on it. `alive` says, cheaply, whether an idle stream
     (every reply read, nobody driving it) can still be used; it must not be asked of a
     stream in use, whose reply waiting to be read may look like its end. Any thread may
-    `cancel`; the owner `finish`es. `lane` is the stream's shared-memory lane, or None.
+    `cancel`; the owner `finish`es. `messages` packs and unpacks its messages, through its
+    shared-memory lane if it has one (which it closes as it finishes).
     """
 
-    lane: lanes.Lane | None
+    messages: Messages
 
     def exchange(self, chunks: list, caller_waits: bool = False,
                  calls: int = 1) -> bytes | memoryview: ...
@@ -92,11 +93,14 @@ class Channel(Protocol):
 
 
 class Peer(Protocol):
-    """The server's view of the client at the other end of one stream."""
+    """The server's view of the client at the other end of one stream: its token, and
+    its `messages`, through the shared-memory lane it accepts if the client offered one
+    (closed by its transport when the stream ends)."""
 
     token: str
+    messages: Messages
 
-    def accept_shared_memory(self) -> lanes.Lane | None: ...
+    def accept_shared_memory(self) -> None: ...
 
     def abort(self, code: Status, details: str) -> NoReturn: ...
 
@@ -119,15 +123,14 @@ def error_for_broken_stream(error: errors.StreamBroken, address: str) -> errors.
 
 class SocketService(Protocol):
     """What a server offers the streams of a socket transport, one message at a time
-    (server.py implements it; socket_server.py and grpc_server.py use it)."""
+    (_serving/dispatcher.py implements it; socket_server.py and grpc_server.py use it)."""
 
-    def admit(self, peer: Peer) -> lanes.Lane | None: ...
+    def open_socket_stream(self, peer: Peer) -> None:
+        """Takes a new stream, or aborts it (errors.PeerAborted) if its token is wrong."""
 
-    def attach(self, peer: Peer) -> None: ...
-
-    def replies(self, peer: Peer, message: bytes | memoryview,
-                lane: lanes.Lane | None,
-                outbox: queue.SimpleQueue) -> Iterator[tuple[list, bool]]:
+    def socket_replies(self, peer: Peer, message: bytes | memoryview,
+                       outbox: queue.SimpleQueue) -> Iterator[tuple[list, bool]]:
         """Each reply's chunks, and whether it is the last reply to this message."""
 
-    def end_stream(self, peer: Peer, lane: lanes.Lane | None) -> None: ...
+    def detach(self, peer: Peer) -> None:
+        """Forgets a stream that ended."""
