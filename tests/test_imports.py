@@ -190,6 +190,73 @@ def test_nothing_outside_courier_imports_its_modules():
         assert not inside, f"{path} imports courier's modules {inside}: use launchpad.courier"
 
 
+COURIER = PACKAGE / "courier"
+
+
+def _courier_module(path: pathlib.Path) -> str:
+    """launchpad.courier... of a file of courier's."""
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def test_courier_private_subpackages_are_imported_by_courier_alone():
+    """Behind courier's face, its subpackages (`launchpad.courier._*`) are its own: nothing
+    else of launchpad, Launchpad's courier package or the examples imports them. (Its tests
+    and the benchmarks look inside on purpose.)"""
+    for path in PACKAGE.rglob("*.py"):
+        if COURIER in path.parents:
+            continue
+        private = {m for m in _all_imports(path) if m.startswith("launchpad.courier._")}
+        assert not private, f"{path.relative_to(PACKAGE)} imports courier's private {private}"
+    for path in _sources_outside_courier():
+        private = {m for m in _all_imports(path) if m.startswith("launchpad.courier._")}
+        assert not private, f"{path} imports courier's private {private}"
+
+
+def test_grpc_is_imported_by_couriers_grpc_subpackage_alone():
+    """gRPC is one transport: courier's status codes are its own and are mapped to gRPC's at
+    its edge (courier/_grpc/), the only part of launchpad that imports grpc, anywhere in a
+    module."""
+    grpc_package = COURIER / "_grpc"
+    users = {str(path.relative_to(PACKAGE)) for path in PACKAGE.rglob("*.py")
+             if grpc_package not in path.parents
+             and any(m == "grpc" or m.startswith("grpc.") for m in _all_imports(path))}
+    assert not users, f"{users} import grpc outside courier/_grpc/"
+
+
+def _courier_import_graph() -> dict[str, set[str]]:
+    """Each module of courier -> the modules of courier it imports, anywhere in it (module
+    level, in functions, under TYPE_CHECKING), packages' __init__ as their module."""
+    return {_courier_module(path): {m for m in _modules_imported(path)
+                                    if m.startswith("launchpad.courier")}
+            for path in COURIER.rglob("*.py")}
+
+
+def test_courier_modules_import_no_cycle():
+    """Courier's modules import one way: no module imports, through others, one that
+    imports it (the face's package __init__, which gathers the face, imports them all, and
+    none imports it)."""
+    graph = _courier_import_graph()
+    assert not any("launchpad.courier" in imports for module, imports in graph.items()
+                   if module != "launchpad.courier"), "a module of courier imports its face"
+    graph.pop("launchpad.courier")
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = 1
+        for imported in sorted(graph.get(module, ())):
+            if state.get(imported) == 1:
+                cycle = path[path.index(imported):] + [imported]
+                raise AssertionError("import cycle: " + " -> ".join(cycle))
+            if imported in graph and imported not in state:
+                visit(imported, path + [imported])
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+
+
 def test_no_module_of_the_package_imports_the_package_itself():
     """A module of launchpad imports the modules it uses, never `launchpad` (whose
     __init__ loads the whole public API, and whose import from inside it is a cycle)."""
