@@ -27,7 +27,7 @@ DTYPES = ("uint8", "int32", "int64", "float32", "float64")
 WINDOW = 8  # futures in flight per client at most
 FUTURE_SHARE = 0.5
 # Of calls, the share that start a burst: BURST futures to one server at once, more than a
-# stream's thread sends as one message (connection.HALVE_FROM), all settled before going on.
+# stream's thread sends as one message (stream_threads.HALVE_FROM), all settled before going on.
 BURST_SHARE = 0.002
 BURST = 40
 CALL_TIMEOUT_S = 60.0  # a call unanswered this long is lost

@@ -8,7 +8,7 @@ each client is a process of its own (`_soak_calls.py`) that, from a common start
 client is connected), calls the servers (one chosen at random per call) for `--seconds`: half
 the calls blocking, half through futures (up to `WINDOW` in flight, settled oldest first,
 while blocking calls go on beside them), and now and then a burst of `BURST` futures to one
-server at once (sent as two messages on two streams, connection.HALVE_FROM). A payload is
+server at once (sent as two messages on two streams, stream_threads.HALVE_FROM). A payload is
 bytes or a contiguous numpy array (uint8, int32, int64, float32, float64) of 0 B to 1 MiB,
 its size drawn over a log scale (so every size class is hit: small messages, 64 KiB and more
 through shared memory), its contents slices of random data.

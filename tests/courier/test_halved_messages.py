@@ -1,5 +1,5 @@
 """Many queued calls, found at once by a stream's thread, travel as two messages on two
-streams (connection.HALVE_FROM), so that the server runs one half while the client settles
+streams (stream_threads.HALVE_FROM), so that the server runs one half while the client settles
 the other: every call is answered once, with its own result. Not while another message of
 queued calls is out (it overlaps already), nor to a server of this process (one GIL)."""
 

@@ -15,7 +15,7 @@ import threading
 
 import pytest
 
-from launchpad.courier._connection import channels, connection
+from launchpad.courier._connection import channels, stream_threads
 from launchpad.courier._sockets import socket_client
 from launchpad.courier._wire import serialization
 from tests.courier.conftest import TOKEN, TRANSPORTS
@@ -59,7 +59,7 @@ class _WakeCounter:
 def looks_often(monkeypatch):
     """Stream threads look at their idle stream every 10 ms, and a local stream is looked at
     however recently it was answered."""
-    monkeypatch.setattr(connection, "_CHECK_IDLE_SECS", 0.01)
+    monkeypatch.setattr(stream_threads, "_CHECK_IDLE_SECS", 0.01)
     monkeypatch.setattr(socket_client, "_FRESH_SECS", 0.0)
 
 
