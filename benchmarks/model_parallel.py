@@ -181,7 +181,7 @@ def main() -> None:
     parser.add_argument("--placement", choices=list(PLACEMENTS), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.placement:  # a child: one placement, its logical devices made first
-        from launchpad.replicator import replicator
+        from launchpad import replicator
         replicator.use_logical_cpus(4)
         print(json.dumps(measure(args.placement, args.steps, args.rounds)))
         return

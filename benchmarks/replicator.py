@@ -85,7 +85,7 @@ def _interleaved(sides: dict, rounds: int, steps: int) -> dict[str, float]:
 def measure_in_process(rounds: int, steps: int) -> dict:
     """The replicator against the hand-written loop, on 1 and on 2 logical CPU devices."""
     from examples.resnet.trainer import ResNetTrainer, synthetic_input_fn
-    from launchpad.replicator import replicator
+    from launchpad import replicator
     replicator.use_logical_cpus(2)
     results = {}
     for devices in (1, 2):

@@ -24,7 +24,7 @@ from launchpad.launch import launchers as _launchers
 from launchpad.launch.attach import attach
 from launchpad.launch.launch import launch
 from launchpad.launch.runtime.controller import Controller
-from launchpad.launch.runtime.controllers import ProgramController
+from launchpad.launch.runtime.controllers import ProgramController, RemoteController
 from launchpad.launch.runtime.errors import (
     LaunchError,
     NodeEndedError,
@@ -34,7 +34,6 @@ from launchpad.launch.runtime.errors import (
     ProgramStoppedError,
     UnknownNodeError,
 )
-from launchpad.launch.runtime.remote import RemoteController
 from launchpad.launch.runtime.resources import Resources
 from launchpad.nodes.base import Handle, Node
 from launchpad.nodes.cacher import CacherNode

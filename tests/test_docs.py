@@ -28,6 +28,7 @@ from absl import flags as absl_flags
 import launchpad as lp
 from launchpad import cli
 from launchpad import flags as lp_flags
+from launchpad.launch import launchers
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -301,7 +302,9 @@ def test_the_hand_written_reference_names_what_the_code_has():
     names, order and defaults must stay what the code has."""
     page = DOCS / "reference" / "launch.md"
     parameters = inspect.signature(lp.launch).parameters.values()
+    engines = [(keyword, "None") for keyword in launchers.settings()]  # (**engine_settings)
     assert list(_rows(page, "launch").items()) == [
-        (p.name, "" if p.default is p.empty else repr(p.default)) for p in parameters]
+        (p.name, "" if p.default is p.empty else repr(p.default)) for p in parameters
+        if p.kind is not p.VAR_KEYWORD] + engines
     flags = _launch_flags()
     assert _rows(page, "Flags") == {f"--{name}": _flag_default(flags[name]) for name in flags}

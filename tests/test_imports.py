@@ -425,3 +425,15 @@ def test_no_interface_is_found_by_a_name_in_a_string():
                     and not node.args[1].value.startswith("__")):
                 found.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {ast.unparse(node)}")
     assert not found, "\n".join(found)
+
+
+def test_the_controllers_parts_are_its_own():
+    """The controller is built of its parts (runtime/controller/): the rest of launchpad
+    holds a `Controller`, never its registry, supervisor or stop."""
+    package = PACKAGE / "launch" / "runtime" / "controller"
+    for path in PACKAGE.rglob("*.py"):
+        if package in path.parents:
+            continue
+        parts = {m for m in _modules_imported(path)
+                 if m.startswith("launchpad.launch.runtime.controller.")}
+        assert not parts, f"{path.relative_to(PACKAGE)} imports the controller's {parts}"

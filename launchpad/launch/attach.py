@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from launchpad.launch import launchers
 from launchpad.launch.runtime import run_records
+from launchpad.launch.runtime.controllers import RemoteController
 from launchpad.launch.runtime.errors import LaunchError
-from launchpad.launch.runtime.remote import RemoteController
 
 
 def attach(run_id: str, run_dir: str | None = None, *,

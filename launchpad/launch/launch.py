@@ -22,7 +22,7 @@ from launchpad.context import LaunchType
 from launchpad.courier import TLS
 from launchpad.launch import launchers, run_registry
 from launchpad.launch import options as launch_options
-from launchpad.launch.runtime import at_exit, interrupts, state_store
+from launchpad.launch.runtime import at_exit, interrupts, run_states
 from launchpad.launch.runtime.controller import Controller
 from launchpad.launch.runtime.controllers import Controllers
 from launchpad.launch.runtime.dry_run import DryRun
@@ -154,8 +154,8 @@ def _start(plan: Plan, launcher: Launcher) -> Controller:
     try:
         if launcher.recorded or stateful:
             folder = run_registry.new_run(program.name)
-        states = (state_store.prepare(program, os.path.basename(folder),
-                                      state_store.state_folder(folder), options.resume,
+        states = (run_states.prepare(program, os.path.basename(folder),
+                                      run_states.state_folder(folder), options.resume,
                                       options.resume_partial) if stateful else None)
         if options.dashboard is not None:  # a port taken fails the launch
             from launchpad.launch.dashboard import server as dashboard_server
@@ -193,7 +193,7 @@ def _undo(folder: str | None, output: NodeOutput | None, dashboard: Any) -> None
     if output is not None:
         output.terminal.close()
         with contextlib.suppress(OSError):
-            os.rmdir(output.run_dir)  # (nothing written there yet)
+            os.rmdir(output.folder)  # (nothing written there yet)
     if folder is not None:
         shutil.rmtree(folder, ignore_errors=True)
 

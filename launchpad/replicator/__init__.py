@@ -24,6 +24,7 @@ from launchpad.replicator.collectives import (
     num_replicas,
     replica_id,
 )
+from launchpad.replicator.devices import use_logical_cpus
 from launchpad.replicator.replicator import (
     ASYNC_PARAMETER_SERVERS,
     LOCAL_DEVICES,
@@ -40,5 +41,5 @@ __all__ = [
     "Replicator", "Cluster", "DistributedInput", "InputIterator", "serve_task",
     "all_reduce", "all_gather", "broadcast", "replica_id", "num_replicas",
     "SYNC", "ASYNC", "ONE_DEVICE", "LOCAL_DEVICES", "SYNC_WORKERS", "ASYNC_PARAMETER_SERVERS",
-    "MESH", "optimizers",
+    "MESH", "optimizers", "use_logical_cpus",
 ]

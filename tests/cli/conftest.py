@@ -31,4 +31,4 @@ def launch_here(run_dir):
     for controller in controllers:
         controller.stop()
     for controller in controllers:
-        assert controller.wait(helpers.TIMEOUT)
+        assert controller.wait(timeout=helpers.TIMEOUT)

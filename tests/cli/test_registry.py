@@ -48,7 +48,7 @@ def test_a_record_is_private_names_the_run_and_goes_with_it(running, run_dir):
     (listed,), refused = run_registry.runs()
     assert listed.run_id == running.run_id and not refused
     running.stop()
-    assert running.wait(helpers.TIMEOUT)
+    assert running.wait(timeout=helpers.TIMEOUT)
     assert not os.path.exists(folder)
 
 

@@ -73,11 +73,16 @@ def test_a_nodes_failure_is_a_runtime_error_and_of_the_nodes_own_type(launch_fai
     assert raised.value.node == "fails/0"
 
 
-def test_a_number_first_is_the_timeout(launch):
+def test_a_number_first_is_refused_naming_the_timeout_keyword(launch):
+    """Launchpad's first argument is labels_to_wait_for; the timeout is a keyword of every
+    controller's wait (one signature), and a number in first place says so."""
     program = lp.Program("p")
     program.add_node(lp.PyNode(_block), label="daemon")
     controller = launch(program)
-    assert controller.wait(0.1) is False
+    with pytest.raises(TypeError, match=r"wait\(0\.1\): the timeout is a keyword, "
+                                        r"wait\(timeout=0\.1\)"):
+        controller.wait(0.1)
+    assert controller.wait(timeout=0.1) is False
 
 
 @pytest.mark.parametrize("labels, error, match", [

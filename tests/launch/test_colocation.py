@@ -67,7 +67,7 @@ def test_a_failing_colocated_node_fails_the_program_naming_it(colocation, launch
     program.add_node(colocation([lp.CourierNode(Where, "ok"), lp.PyNode(_fail)]), label="co")
     controller = launch_local(program)
     with pytest.raises(lp.NodeFailedError, match="co/0") as info:
-        controller.wait(TIMEOUT)
+        controller.wait(timeout=TIMEOUT)
     assert "colocated node co/0/1 failed" in info.value.reason
     assert "ValueError: inner boom" in str(info.value)
 
@@ -85,7 +85,7 @@ def test_multiprocessing_colocation_retries_failed_nodes(launch, box, tmp_path):
     node = lp.PyNode(_fail_first_time, str(tmp_path / "tried"), results)
     program.add_node(lp.MultiProcessingColocation([node], num_retries_on_failure=1),
                      label="co")
-    assert launch(program).wait(TIMEOUT)
+    assert launch(program).wait(timeout=TIMEOUT)
     assert results.get() == "second attempt"
 
 
@@ -100,7 +100,7 @@ def test_multithreading_colocation_can_end_with_its_first_node(launch, box):
     serving = lp.CourierNode(Where, "serves until the program stops")
     program.add_node(lp.MultiThreadingColocation([quick, serving],
                                                  return_on_first_completed=True), label="co")
-    assert launch(program).wait(TIMEOUT)
+    assert launch(program).wait(timeout=TIMEOUT)
     assert results.get() == "quick"
 
 

@@ -58,7 +58,7 @@ def test_a_handler_error_reaches_only_its_caller_and_the_node_keeps_serving(laun
     calculator = next(n for n in controller.status().nodes if n.name == "calculator/0")
     assert calculator.state == "running" and not calculator.failures
     controller.stop()
-    assert controller.wait(TIMEOUT)  # raises if anything failed
+    assert controller.wait(timeout=TIMEOUT)  # raises if anything failed
 
 
 # --- a port taken -----------------------------------------------------------------------------
@@ -106,7 +106,7 @@ def test_a_port_taken_before_its_node_binds_it_fails_the_run_named_and_a_restart
     assert lp.get_port_from_address(web.resolve(timeout=TIMEOUT)) == port
     assert lp.get_port_from_address(node.addresses["web/0:web"]) == port
     controller.stop()
-    assert controller.wait(TIMEOUT)
+    assert controller.wait(timeout=TIMEOUT)
 
 
 # --- a node that never comes up ---------------------------------------------------------------
@@ -125,7 +125,7 @@ def test_a_node_whose_interpreter_hangs_at_start_up_fails_named_within_the_start
         "stuck": lp.PythonProcess(env={"PYTHONPATH": path})})
     with pytest.raises(lp.NodeFailedError, match=r"did not start within startup_timeout_secs"
                                                  r"=1.*\(after 1 restart\)") as failed:
-        controller.wait(TIMEOUT)
+        controller.wait(timeout=TIMEOUT)
     assert failed.value.node == "stuck/0" and controller.restarts() == {"stuck/0": 1}
     assert controller.status().nodes[0].state == "failed"
 
@@ -144,9 +144,9 @@ def test_an_actor_whose_resources_never_free_fails_named_within_the_startup_time
     controller = launch_failing(starved, resources={"starved": whole}, startup_timeout_secs=1)
     with pytest.raises(lp.NodeFailedError, match="did not start within "
                                                  "startup_timeout_secs=1") as failed:
-        controller.wait(TIMEOUT)
+        controller.wait(timeout=TIMEOUT)
     assert failed.value.node == "starved/0"
-    assert not holding.wait(0)  # the other program runs on
+    assert not holding.wait(timeout=0)  # the other program runs on
 
 
 # --- a host cut off ---------------------------------------------------------------------------
@@ -179,7 +179,7 @@ def test_a_node_whose_host_is_cut_off_fails_named_and_ends_itself(launch_failing
     finally:
         _set_link(host.veth, "up")
     with pytest.raises(lp.NodeFailedError, match="worker/0"):
-        controller.wait(TIMEOUT)
+        controller.wait(timeout=TIMEOUT)
 
 
 # --- a detached program's controller lost -----------------------------------------------------
@@ -228,9 +228,9 @@ def test_a_detached_program_whose_controller_dies_ends_and_attaching_says_so(
         pid = controller.status().nodes[0].pid
         kill(controller)
         with pytest.raises(lp.LaunchError, match=said):
-            controller.wait(TIMEOUT)
+            controller.wait(timeout=TIMEOUT)
         with pytest.raises(lp.LaunchError, match=said):  # and to any process that attaches
-            lp.attach(controller.run_id, run_dir=str(tmp_path)).wait(TIMEOUT)
+            lp.attach(controller.run_id, run_dir=str(tmp_path)).wait(timeout=TIMEOUT)
         assert not wait_gone([pid], TIMEOUT), "a node outlived its program's controller"
     finally:
         controller.kill()

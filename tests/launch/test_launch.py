@@ -10,7 +10,6 @@ import pytest
 
 import launchpad as lp
 from launchpad import courier
-from launchpad.courier import transport as courier_transport
 from tests.launch.helpers import TIMEOUT
 
 
@@ -37,7 +36,7 @@ def test_consumer_producers(launch, box):
         producers = [program.add_node(lp.CourierNode(Producer)) for _ in range(4)]
     program.add_node(lp.CourierNode(Consumer, producers, results), label="consumer")
     controller = launch(program)
-    assert controller.wait(TIMEOUT)
+    assert controller.wait(timeout=TIMEOUT)
     assert results.get() == 0 + 1 + 4 + 9
 
 
@@ -118,7 +117,7 @@ def test_courier_server_stops_when_run_returns(launch, box):
     assert controller.wait_for_node("once/0", TIMEOUT)
     with pytest.raises(lp.NodeEndedError, match="once/0"):
         handle.dereference().value()
-    assert not controller.wait(0)
+    assert not controller.wait(timeout=0)
 
 
 class Gate:
@@ -144,7 +143,7 @@ def test_the_call_that_ends_a_node_still_gets_its_reply(launch, request):
         gate = program.add_node(lp.CourierNode(Gate), label="gate")
         controller = launch(program)
         assert gate.dereference().open() == "opened"
-        assert controller.wait(TIMEOUT)
+        assert controller.wait(timeout=TIMEOUT)
 
 
 def test_courier_node_without_run_serves_until_stop(launch):
@@ -152,9 +151,9 @@ def test_courier_node_without_run_serves_until_stop(launch):
     handle = program.add_node(lp.CourierNode(Echo), label="echo")
     controller = launch(program)
     assert handle.dereference().echo("still here") == "still here"
-    assert not controller.wait(0)
+    assert not controller.wait(timeout=0)
     lp.stop()  # from the launching process
-    assert controller.wait(TIMEOUT)
+    assert controller.wait(timeout=TIMEOUT)
 
 
 class AddressOwner:
@@ -203,7 +202,7 @@ def test_program_ends_when_every_node_has_finished(launch, box):
         for i in range(3):
             program.add_node(lp.PyNode(_finish, results, i))
     controller = launch(program)
-    assert controller.wait(TIMEOUT)
+    assert controller.wait(timeout=TIMEOUT)
     assert sorted(results.get() for _ in range(3)) == [0, 1, 2]  # each ran, then it ended
 
 
@@ -226,12 +225,12 @@ def test_failing_node_stops_the_program_and_is_named(make_node, expected, launch
     program.add_node(lp.CourierNode(Echo), label="server")
     controller = launch_local(program)
     with pytest.raises(lp.NodeFailedError, match="bad/0") as info:
-        controller.wait(TIMEOUT)
+        controller.wait(timeout=TIMEOUT)
     assert info.value.node == "bad/0" and expected in info.value.reason
     assert expected in info.value.node_traceback
     assert type(info.value.__cause__).__name__ == expected.split(":")[0]
     with pytest.raises(lp.NodeFailedError):  # every later wait says the same
-        controller.wait(TIMEOUT)
+        controller.wait(timeout=TIMEOUT)
     assert controller.exit_codes()["bad/0"] == 1
 
 
@@ -266,7 +265,7 @@ def test_a_failure_a_wait_raised_to_the_test_does_not_fail_it_again(
             program.add_node(lp.PyNode(_raise_in_run), label="bad")
             controller = lp.launch(program, launch_type=launch_type, test_case=self)
             with self.assertRaisesRegex(KeyError, "boom in run"):  # the node's own type
-                controller.wait(TIMEOUT)
+                controller.wait(timeout=TIMEOUT)
 
     result = unittest.TestResult()
     Case().run(result)
@@ -304,7 +303,7 @@ def test_stop_api_from_a_node_and_from_its_threads(launch, box):
     program = lp.Program("stopping")
     program.add_node(lp.PyClassNode(StopWatcher, results), label="watcher")
     controller = launch(program)
-    assert controller.wait(TIMEOUT)
+    assert controller.wait(timeout=TIMEOUT)
     assert results.get() == {"before": False, "after": True, "event": True, "handler": True,
                              "removed_handler_ran": False, "late_handler": True}
 
@@ -330,8 +329,8 @@ def test_two_programs_in_one_process_do_not_interfere(launch):
     with pytest.raises(RuntimeError, match="Several programs"):
         lp.stop()
     controller_1.stop()
-    assert controller_1.wait(TIMEOUT)
-    assert handle_2.dereference().echo(2) == 2 and not controller_2.wait(0)
+    assert controller_1.wait(timeout=TIMEOUT)
+    assert handle_2.dereference().echo(2) == 2 and not controller_2.wait(timeout=0)
     with pytest.raises(courier.ServerUnavailableError):
         handle_1.dereference().echo(1)
 
@@ -353,7 +352,7 @@ def test_wait_with_timeout_returns_false_while_running_and_context_manager_stops
     program.add_node(lp.CourierNode(Echo), label="echo")
     with launch(program) as controller:
         assert controller.wait(timeout=0.05) is False
-    assert controller.wait(0)
+    assert controller.wait(timeout=0)
 
 
 class Blocker:
@@ -371,7 +370,7 @@ def test_node_ignoring_stop_does_not_block_wait_past_the_grace_period(no_leaked_
     controller = lp.launch(program, launch_type="local_mt", termination_notice_secs=0.2)
     controller.stop()
     try:
-        assert controller.wait(TIMEOUT)
+        assert controller.wait(timeout=TIMEOUT)
     finally:
         Blocker.release.set()
 
@@ -386,7 +385,7 @@ def test_a_thread_ending_just_past_the_grace_period_is_waited_for(caplog, no_lea
     program.add_node(lp.PyNode(_finish_a_call_after_the_stop), label="late")
     controller = lp.launch(program, launch_type="local_mt", termination_notice_secs=0.2)
     controller.stop()
-    assert controller.wait(TIMEOUT)
+    assert controller.wait(timeout=TIMEOUT)
     assert controller.exit_codes() == {"late/0": 0}
     assert "left behind" not in caplog.text
 
@@ -399,7 +398,7 @@ def test_launch_type_from_the_command_line_flag(monkeypatch, no_leaked_threads,
     program.add_node(lp.PyNode(int), label="noop")
     controller = lp.launch(program)
     assert controller.launch_type == "local_mp"
-    assert controller.wait(TIMEOUT)
+    assert controller.wait(timeout=TIMEOUT)
     assert list(controller.pids()) == ["noop/0"]  # a process of its own
 
 
@@ -463,7 +462,7 @@ def test_disable_run_builds_without_running_and_enable_run_restores_it(launch, b
     loud.enable_run()
     program.add_node(quiet, label="quiet")
     program.add_node(loud, label="loud")
-    assert launch(program).wait(TIMEOUT)
+    assert launch(program).wait(timeout=TIMEOUT)
     assert ran.get() == "ran"
     assert skipped.empty()  # the program ended; run() never put
 
@@ -483,7 +482,7 @@ def test_restart_policy_restarts_a_failing_node_until_it_succeeds(launch, box, t
     with program.group("flaky", restart=lp.RestartPolicy(max_restarts=3, backoff_secs=0.01)):
         program.add_node(lp.PyNode(_fail_until_third_attempt, str(tmp_path / "n"), results))
     controller = launch(program)
-    assert controller.wait(TIMEOUT)
+    assert controller.wait(timeout=TIMEOUT)
     assert results.get() == 3
     assert controller.restarts() == {"flaky/0": 2}
 
@@ -495,7 +494,7 @@ def test_a_node_failing_more_often_than_its_policy_allows_fails_the_program(
         program.add_node(lp.PyNode(_fail_until_third_attempt, str(tmp_path / "n"), None))
     controller = launch_local(program)
     with pytest.raises(lp.NodeFailedError, match="attempt 2 fails.*after 1 restart"):
-        controller.wait(TIMEOUT)
+        controller.wait(timeout=TIMEOUT)
 
 
 class Crashy:
@@ -546,7 +545,7 @@ def test_calls_take_the_fastest_transport_and_a_handle_may_force_grpc(launch, re
     assert courier.transport_of(forced_client) == "grpc"
     fastest = {"local_mt": "in-process", "test_mt": "in-process", "local_mp": "local",
                "test_mp": "local"}.get(request.node.callspec.params["launch"])
-    if courier_transport.mode_of(None) == "grpc":  # forced for the whole run
+    if lp.courier.transport_mode(None) == "grpc":  # forced for the whole run
         fastest = "grpc"
     if fastest is not None:  # (on a cluster, it depends on where the node was placed)
         assert courier.transport_of(fast_client) == fastest
@@ -561,6 +560,10 @@ def test_calls_take_the_fastest_transport_and_a_handle_may_force_grpc(launch, re
 
 def test_every_argument_of_launch_is_documented_once_by_the_options_schema():
     import inspect
-    for name in inspect.signature(lp.launch).parameters:
+
+    from launchpad.launch import launchers
+    parameters = inspect.signature(lp.launch).parameters.values()
+    named = [p.name for p in parameters if p.kind is not p.VAR_KEYWORD]
+    for name in named + list(launchers.settings()):  # (**engine_settings: each engine's)
         assert lp.launch.__doc__.count(f"\n  {name}: ") == 1, name
     assert lp.launch.__doc__.index("\nArgs:") < lp.launch.__doc__.index("\nRaises:")

@@ -95,7 +95,7 @@ def _run_with_logs(launch_mp_local, monkeypatch, tmp_path, program, **kwargs) ->
     controller = launch_mp_local(program, terminal="output_to_files", **kwargs)
     controller.stop()
     try:
-        controller.wait(TIMEOUT)
+        controller.wait(timeout=TIMEOUT)
     except lp.NodeFailedError:
         pass
     (log,) = pathlib.Path(tmp_path).glob("*/0")  # <label>/<index>

@@ -88,7 +88,7 @@ def test_launchpad_logs_reads_a_nodes_output_from_its_file(logs, no_leaked_proce
             result.stderr
     finally:
         controller.stop()
-        assert controller.wait(TIMEOUT)
+        assert controller.wait(timeout=TIMEOUT)
     assert (logs / "speaker" / "0").read_text() == "first\nfirst on stderr\n"  # it stays
 
 
@@ -105,7 +105,7 @@ def test_a_restarted_node_appends_to_its_file(launch_mp, logs, tmp_path):
     with program.group("flaky", restart=lp.RestartPolicy(max_restarts=1, backoff_secs=0.01)):
         program.add_node(lp.PyNode(_fails_its_first_run, str(tmp_path / "ran")))
     controller = launch_mp(program, terminal="output_to_files")
-    assert controller.wait(TIMEOUT)
+    assert controller.wait(timeout=TIMEOUT)
     assert controller.restarts() == {"flaky/0": 1}
     text = (logs / "flaky" / "0").read_text()
     assert text.startswith("first run\n") and text.endswith("second run\n"), text
@@ -134,10 +134,10 @@ def _refused(program: lp.Program, logs: pathlib.Path, match: str) -> None:
     with pytest.raises(UnsafePathError, match=match) as refusal:
         controller = lp.launch(program, launch_type="local_mp", terminal="output_to_files")
         controller.stop()  # (not refused: the test fails, once the program has ended)
-        controller.wait(TIMEOUT)
+        controller.wait(timeout=TIMEOUT)
     assert "Remove it if it is yours to remove, or set LAUNCHPAD_LOGGING_DIR" in \
         str(refusal.value)
-    runs = logs.parent / f"launchpad-runs-{os.geteuid()}"
+    runs = logs.parent / f"launchpad-work-{os.geteuid()}"
     assert not runs.exists() or not list(runs.iterdir())
 
 
@@ -197,7 +197,7 @@ def test_a_label_that_cannot_be_a_folder_is_refused(logs, label, no_leaked_proce
     program.add_node(lp.PyNode(print, "hello"), label=label)
     refused = f"Group {re.escape(repr(label))} cannot have a folder of its own"
     with pytest.raises(ValueError, match=refused):
-        lp.launch(program, launch_type="local_mp", terminal="output_to_files").wait(TIMEOUT)
+        lp.launch(program, launch_type="local_mp", terminal="output_to_files").wait(timeout=TIMEOUT)
     assert not (logs.parent / "0").exists() and not (logs / "b").exists()  # ../0, b/0
 
 

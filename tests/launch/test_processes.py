@@ -39,7 +39,7 @@ def _exit_with(code):
 
 def _wait_for_end(controller, name):
     with pytest.raises(lp.NodeFailedError, match=name) as info:
-        controller.wait(TIMEOUT)
+        controller.wait(timeout=TIMEOUT)
     return info.value
 
 
@@ -121,7 +121,7 @@ def test_a_node_ignoring_stop_and_sigterm_is_killed_after_the_grace_period(launc
     controller = launch_failing(program, termination_notice_secs=0.2)
     pid = handle.dereference().pid()
     controller.stop()
-    assert controller.wait(TIMEOUT)  # not a failure: it was ended by its launcher
+    assert controller.wait(timeout=TIMEOUT)  # not a failure: it was ended by its launcher
     assert controller.exit_codes()["stubborn/0"] == -signal.SIGKILL
     assert wait_gone([pid], TIMEOUT)  # (on a cluster: the node's own process, on its host)
 
@@ -134,7 +134,8 @@ def test_a_kill_right_after_launch_reaches_nodes_still_starting(attempt, launch_
             program.add_node(lp.CourierNode(IgnoresStop))
     controller = launch_mp_local(program, termination_notice_secs=60)
     controller.kill()  # while forks may still be making their process groups
-    assert controller.wait(TIMEOUT), "a node outlived the kill (until the 60 s grace period)"
+    assert controller.wait(timeout=TIMEOUT), \
+        "a node outlived the kill (until the 60 s grace period)"
     assert set(controller.exit_codes().values()) == {-signal.SIGKILL}
 
 
@@ -181,7 +182,7 @@ def test_what_a_node_started_ends_with_it_when_its_code_returns(launch_mp, box):
     results = box()
     program = lp.Program("parent")
     program.add_node(lp.PyNode(_start_child_and_return, results), label="parent")
-    assert launch_mp(program).wait(TIMEOUT)
+    assert launch_mp(program).wait(timeout=TIMEOUT)
     assert wait_gone([results.get()], TIMEOUT)
 
 
@@ -228,7 +229,7 @@ def test_python_process_sets_env_and_args_per_group(interpreter, launch_mp, box)
     program.add_node(lp.PyNode(_report_environment, results), label="configured")
     settings = lp.PythonProcess(args={"flag": 1}, env={"LP_TEST_VAR": "set"},
                                 interpreter=interpreter)
-    assert launch_mp(program, local_resources={"configured": settings}).wait(TIMEOUT)
+    assert launch_mp(program, local_resources={"configured": settings}).wait(timeout=TIMEOUT)
     assert results.get() == ("set", ["--flag=1"], sys.executable)
 
 
@@ -243,7 +244,7 @@ def test_a_node_leads_its_own_process_group_in_the_launchers_session(interpreter
     program = lp.Program("groups")
     program.add_node(lp.PyNode(_report_process_group, results), label="node")
     settings = lp.PythonProcess(interpreter=interpreter)
-    assert launch_mp(program, local_resources={"node": settings}).wait(TIMEOUT)
+    assert launch_mp(program, local_resources={"node": settings}).wait(timeout=TIMEOUT)
     pid, group, session = results.get()
     assert group == pid  # so a signal reaches the node and all it started
     assert session == os.getsid(0)  # so the program shares one scheduler autogroup
@@ -277,7 +278,7 @@ def _say(words):
 def test_current_terminal_prefixes_each_line_with_the_node(launch_mp, capsys):
     program = lp.Program("speaker")
     program.add_node(lp.PyNode(_say, "hello\nworld"), label="speaker")
-    assert launch_mp(program, terminal="current_terminal").wait(TIMEOUT)
+    assert launch_mp(program, terminal="current_terminal").wait(timeout=TIMEOUT)
     out = capsys.readouterr().out
     assert "[speaker/0] hello\n[speaker/0] world\n" in out
 
@@ -297,7 +298,7 @@ def test_tmux_session_shows_each_node_in_its_own_window(launch_mp, capsys, monke
         program.add_node(lp.PyNode(_say, "hello from the second"))
     try:
         controller = launch_mp(program, terminal="tmux_session")
-        assert controller.wait(TIMEOUT)
+        assert controller.wait(timeout=TIMEOUT)
         assert controller.exit_codes() == {"speaker/0": 0, "speaker/1": 0}
         session = capsys.readouterr().err.split("tmux attach -t ")[1].split()[0]
         windows = dict(line.split() for line in _tmux(
@@ -337,7 +338,7 @@ def test_a_node_process_imports_only_what_its_node_needs(launch_mp, box):
     results = box()
     program = lp.Program("light")
     program.add_node(lp.PyNode(_report_heavy_modules, results), label="light")
-    assert launch_mp(program).wait(TIMEOUT)
+    assert launch_mp(program).wait(timeout=TIMEOUT)
     assert results.get() == []
 
 

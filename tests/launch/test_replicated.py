@@ -113,7 +113,7 @@ def test_stopping_ends_tensorflow_workers_within_the_grace_period(workers_ignore
     assert reports.get(START_TIMEOUT) == ("stepping", None)  # the chief trains
     with caplog.at_level(logging.WARNING):
         controller.stop()
-        assert controller.wait(TIMEOUT)
+        assert controller.wait(timeout=TIMEOUT)
     # Every task ended by itself, before the launcher had to signal it.
     assert controller.exit_codes() == {"trainer/0": 0, "trainer/1": 0}
     assert not [r for r in caplog.records if "SIGTERM" in r.getMessage()]
@@ -139,7 +139,7 @@ def test_a_trainer_that_ignores_the_stop_is_left_at_the_end_of_the_grace_period(
     assert reports.get(START_TIMEOUT) == "running"
     with caplog.at_level(logging.WARNING):
         controller.stop()
-        assert controller.wait(TIMEOUT)
+        assert controller.wait(timeout=TIMEOUT)
     assert controller.exit_codes() == {"trainer/0": 0}  # it ended by itself, unsignalled
     assert not [r for r in caplog.records if "SIGTERM" in r.getMessage()]
 

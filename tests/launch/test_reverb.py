@@ -129,7 +129,7 @@ def test_a_graceful_stop_checkpoints_and_the_next_launch_restores(launch_each_en
     controller = launch_each_engine(program)
     _write(handle.dereference(), 3, None)
     controller.stop()
-    assert controller.wait(TIMEOUT)
+    assert controller.wait(timeout=TIMEOUT)
     program, handle = _durable_program(path)  # a new launch, from the same checkpoints
     launch_each_engine(program)
     assert handle.dereference().server_info(timeout=TIMEOUT)[TABLE].current_size == 3

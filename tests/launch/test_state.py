@@ -265,7 +265,7 @@ def test_a_detached_programs_node_restarts_from_its_state(launch_failing, box):
         program.add_node(lp.CourierNode(CrashingOnce, results))
     controller = launch_failing(program, detach=True)
     assert results.get() == 3
-    assert controller.wait(TIMEOUT)
+    assert controller.wait(timeout=TIMEOUT)
     assert controller.restarts() == {"counter/0": 1}
 
 

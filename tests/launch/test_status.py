@@ -9,7 +9,7 @@ import pytest
 
 import launchpad as lp
 from launchpad import control, telemetry
-from launchpad.launch.runtime.node_book import NodeBook
+from launchpad.launch.runtime.controller.node_book import NodeBook
 
 pytestmark = pytest.mark.timeout(120)
 # (The `launch` fixture has its own leak checks, taken after a cluster's daemons started.)
@@ -121,7 +121,7 @@ def test_a_node_that_fails_for_good_is_failed_and_the_program_says_why():
     program.add_node(lp.PyNode(lambda: lp.stop_event().wait()), label="waiter")
     controller = lp.launch(program, launch_type="local_mt")
     with pytest.raises(lp.NodeFailedError):
-        controller.wait(60)
+        controller.wait(timeout=60)
     status = controller.status()
     states = {node.name: node.state for node in status.nodes}
     assert states == {"crasher/0": "failed", "waiter/0": "stopped"}

@@ -7,6 +7,6 @@ from tests.stacks import NO_TENSORFLOW
 
 pytest.importorskip("tensorflow", reason=NO_TENSORFLOW)
 
-from launchpad.replicator import replicator  # noqa: E402 - after the skip
+from launchpad import replicator  # noqa: E402 - after the skip
 
 replicator.use_logical_cpus(4)  # (mesh mode: 2x2 meshes)

@@ -25,10 +25,12 @@ import time
 from typing import Any
 
 from launchpad.launch.kubernetes import manifests as kubernetes_manifests
+from launchpad.launch.kubernetes import names
 from launchpad.launch.kubernetes.controller import OUTCOME_PREFIX
 from launchpad.launch.kubernetes.errors import KubernetesError
-from launchpad.launch.kubernetes.manifests import LAUNCH_LABEL, NAME_ANNOTATION, ROLE_LABEL
+from launchpad.launch.kubernetes.names import LAUNCH_LABEL, NAME_ANNOTATION, ROLE_LABEL
 from launchpad.launch.runtime import errors
+from launchpad.launch.runtime.controllers import RemoteController
 from launchpad.launch.runtime.launcher import (
     Detach,
     DetachedRuns,
@@ -36,7 +38,6 @@ from launchpad.launch.runtime.launcher import (
     LaunchOptions,
     Plan,
 )
-from launchpad.launch.runtime.remote import RemoteController
 from launchpad.program import Program
 
 _WATCH_SECS = 60  # a watch is renewed this often (the server ends each one)
@@ -183,7 +184,7 @@ class KubernetesController(RemoteController):
         self.failure: errors.NodeFailedError | errors.StateError | None = None
         self.stop_reason = ""
         self._api = api
-        self._job = kubernetes_manifests.controller_name(launch_id)
+        self._job = names.controller_name(launch_id)
         self._selector = f"{LAUNCH_LABEL}={launch_id}"
         self._outcome: dict[str, Any] | None = None
         self._deleted = False
@@ -213,7 +214,7 @@ class KubernetesController(RemoteController):
             self.stop_reason = f"killed: the pods of launch {self.run_id} were deleted"
         self.delete_all(grace_period_seconds=0)
 
-    def wait(self, timeout: float | None = None) -> bool:
+    def _wait(self, timeout: float | None) -> bool:
         """Blocks until the controller's Job has completed or failed (or was deleted).
 
         Returns:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import hashlib
 import math
 import pickle
 import re
@@ -37,8 +36,8 @@ import cloudpickle
 
 from launchpad.context import LaunchType
 from launchpad.courier import TLS
+from launchpad.launch.kubernetes import names, states
 from launchpad.launch.kubernetes import pod as kubernetes_pod
-from launchpad.launch.kubernetes import states
 from launchpad.launch.kubernetes.settings import KubernetesSettings
 from launchpad.launch.runtime import ending, spec
 from launchpad.launch.runtime import resources as resources_lib
@@ -47,11 +46,6 @@ from launchpad.program import Program
 
 SECRET_MOUNT = "/var/run/launchpad/secret"
 SPECS_MOUNT = "/var/run/launchpad/specs"
-PROGRAM_LABEL = "launchpad.dev/program"
-LAUNCH_LABEL = "launchpad.dev/launch"
-ROLE_LABEL = "launchpad.dev/role"  # "controller" or "node"
-NODE_LABEL = "launchpad.dev/node"  # a node's object name: what its Service selects
-NAME_ANNOTATION = "launchpad.dev/name"  # the program's or node's own name, unchanged
 CONTROLLER_SPEC = "controller.spec"
 STOP_SIGNALS = {"SIGTERM": "Kubernetes is deleting the pod"}
 _CONFIG_MAP_LIMIT = 1_000_000  # bytes of binaryData (the API refuses objects over 1 MiB)
@@ -95,6 +89,7 @@ class _SpecContext:
     token: str = ""
     tls: TLS | None = None
     launch_type: str = LaunchType.KUBERNETES.value
+    one_host: bool = False  # (pods run on the cluster's hosts)
 
 
 def kubernetes_manifests(program: Program, resources: Mapping[str, Resources] | None = None,
@@ -165,15 +160,15 @@ def build(program: Program, resources: Mapping[str, Resources] | None,
             raise ValueError(f"resources[{group!r}].extra names {bad}, which are not "
                              "Kubernetes resource names (e.g. 'example.com/fpga')")
     keeps_state = states.check(program, settings, resume)
-    launch_id = _launch_id(program.name)
+    launch_id = names.new_launch_id(program.name)
     builder = _Builder(program, settings, launch_id, termination_notice_secs)
     token = secrets.token_hex(16)
-    controller = controller_name(launch_id)
+    controller = names.controller_name(launch_id)
     host = f"{controller}.{settings.namespace}.svc"
     context = _SpecContext(program.name, f"{host}:{settings.controller_port}")
     specs, services, jobs = {}, [builder.service(controller, "controller")], []
     for node in program.get_all_nodes():
-        name = _name(launch_id, f"{_dns(node.label)}-{node.index}")
+        name = names.object_name(launch_id, f"{names.dns_label(node.label)}-{node.index}")
         state = states.node_spec(program, node.label, launch_id, resume)
         node_spec = spec.make_spec(
             node, context, node.label, node.index,
@@ -213,22 +208,22 @@ class _Builder:
                  termination_notice_secs: float):
         self._settings = settings
         self._launch_id = launch_id
-        self._selector = {LAUNCH_LABEL: launch_id}
-        self._labels = {**settings.labels, PROGRAM_LABEL: _label_value(program.name),
-                        LAUNCH_LABEL: launch_id}
-        self._config = _name(launch_id, "")
+        self._selector = {names.LAUNCH_LABEL: launch_id}
+        self._labels = {**settings.labels, names.PROGRAM_LABEL: names.label_value(program.name),
+                        names.LAUNCH_LABEL: launch_id}
+        self._config = names.object_name(launch_id, "")
         self._grace = termination_notice_secs
 
     def _metadata(self, name: str, role: str | None = None, node: str = "",
                   own_name: str = "") -> dict[str, Any]:
         labels = dict(self._labels)
         if role:
-            labels[ROLE_LABEL] = role
+            labels[names.ROLE_LABEL] = role
         if node:
-            labels[NODE_LABEL] = node
+            labels[names.NODE_LABEL] = node
         annotations = dict(self._settings.annotations)
         if own_name:
-            annotations[NAME_ANNOTATION] = own_name
+            annotations[names.NAME_ANNOTATION] = own_name
         metadata = {"name": name, "namespace": self._settings.namespace, "labels": labels}
         return {**metadata, "annotations": annotations} if annotations else metadata
 
@@ -246,7 +241,7 @@ class _Builder:
         address as soon as the pod has one: publishNotReadyAddresses)."""
         service_spec: dict[str, Any] = {
             "clusterIP": "None", "publishNotReadyAddresses": True,
-            "selector": {**self._selector, NODE_LABEL: name}}
+            "selector": {**self._selector, names.NODE_LABEL: name}}
         if role == "controller":
             port = self._settings.controller_port
             service_spec["ports"] = [{"name": "control", "port": port, "targetPort": port,
@@ -310,11 +305,6 @@ class _Builder:
                 "spec": {"backoffLimit": backoff_limit, "template": template}}
 
 
-def controller_name(launch_id: str) -> str:
-    """The name of launch `launch_id`'s controller Job and Service."""
-    return _name(launch_id, "controller")
-
-
 def _resources(needs: Resources) -> dict[str, Any]:
     requests = {"cpu": str(needs.cpus)}
     limits: dict[str, str] = {}
@@ -356,28 +346,3 @@ def _check_size(program_name: str, specs: dict[str, bytes]) -> None:
 
 def _base64(data: dict[str, bytes]) -> dict[str, str]:
     return {key: base64.b64encode(value).decode() for key, value in data.items()}
-
-
-def _dns(text: str) -> str:
-    """`text` as lower-case letters, digits and single '-'s."""
-    return re.sub(r"-+", "-", re.sub(r"[^a-z0-9]", "-", text.lower())).strip("-")
-
-
-def _launch_id(program_name: str) -> str:
-    return f"{_dns(program_name)[:24].strip('-') or 'program'}-{secrets.token_hex(3)}"
-
-
-def _name(launch_id: str, part: str) -> str:
-    """`lp-<launch id>[-<part>]`, a DNS-1035 label (<= 63 characters; long ones end in a hash
-    of the whole, so they stay distinct)."""
-    name = f"lp-{launch_id}-{part}" if part else f"lp-{launch_id}"
-    if len(name) <= 63:
-        return name
-    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
-    return f"{name[:54].rstrip('-')}-{digest}"
-
-
-def _label_value(text: str) -> str:
-    """`text` as a label value: <= 63 of [A-Za-z0-9._-], starting and ending alphanumeric."""
-    value = re.sub(r"[^A-Za-z0-9._-]", "_", text)[:63]
-    return re.sub(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$", "", value) or "program"

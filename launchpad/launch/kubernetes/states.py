@@ -6,7 +6,7 @@ The pods of a group that keeps state (lp.StatePolicy) mount the PersistentVolume
 starts from its latest.
 
 The controller's pod mounts it too. Before it serves anything it does what a local launch does
-on its own host (state_store.prepare): it writes the program's groups beside the launch's
+on its own host (run_states.prepare): it writes the program's groups beside the launch's
 states, for a later resume, and with `resume=RUN_ID` (an earlier launch's id, its
 `launchpad.dev/launch` label) it checks that launch's groups against them. A program whose
 groups differ is refused, named, unless `resume_partial=True`, and then no node starts. Each
@@ -19,7 +19,7 @@ import os
 import re
 
 from launchpad.launch.kubernetes.settings import KubernetesSettings
-from launchpad.launch.runtime import state_store
+from launchpad.launch.runtime import run_states, state_store
 from launchpad.program import Program
 
 STATE_MOUNT = "/var/run/launchpad/state"  # the state volume, in the pods that keep state
@@ -37,7 +37,7 @@ def check(program: Program, settings: KubernetesSettings, resume: str | None) ->
     if resume is not None and not (isinstance(resume, str) and _LAUNCH_ID.match(resume)):
         raise ValueError(f"resume={resume!r} is not the id of a Kubernetes launch (its "
                          "launchpad.dev/launch label, e.g. 'learner-3fa2c1')")
-    if not state_store.check_stateful(program, resume):
+    if not run_states.check_stateful(program, resume):
         return False
     if settings.state_volume is None:
         labels = sorted(program.state_policies)
@@ -70,7 +70,7 @@ def prepare(program: Program, launch_id: str, resume: str | None,
     Raises:
       StateError: the launch resumed kept no states, or its groups differ (named).
     """
-    if state_store.check_stateful(program, resume):
-        state_store.prepare_at(program, launch_id, os.path.join(STATE_MOUNT, launch_id),
+    if run_states.check_stateful(program, resume):
+        run_states.prepare_at(program, launch_id, os.path.join(STATE_MOUNT, launch_id),
                                resume, None if resume is None
                                else os.path.join(STATE_MOUNT, resume), resume_partial)

@@ -27,23 +27,23 @@ from launchpad.nodes.python.local_multi_processing import PythonProcess
 from launchpad.program import Program
 
 
-def make_run_dir(program_name: str) -> str:
-    """A private folder for the launch's node specs and logs:
-    <tmp>/launchpad-runs-<uid>/NAME-TIME-* (see private_files.py)."""
+def make_work_dir(program_name: str) -> str:
+    """The launch's private work folder, for its node specs and logs:
+    <tmp>/launchpad-work-<uid>/NAME-TIME-* (see private_files.py)."""
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in program_name)
-    return private_files.make_private_dir(f"{safe}-{stamp}-")
+    return private_files.make_work_dir(f"{safe}-{stamp}-")
 
 
 def _clean_up(output: NodeOutput, spawner: fork_server.ForkServer) -> None:
     output.terminal.close()
     spawner.close()
-    run_dir = output.run_dir
-    for name in os.listdir(run_dir):
+    work_dir = output.folder
+    for name in os.listdir(work_dir):
         if name.endswith((".spec", ".log")):  # (output_to_files' files are elsewhere)
-            os.unlink(os.path.join(run_dir, name))
-    if not os.listdir(run_dir):
-        shutil.rmtree(run_dir, ignore_errors=True)
+            os.unlink(os.path.join(work_dir, name))
+    if not os.listdir(work_dir):
+        shutil.rmtree(work_dir, ignore_errors=True)
 
 
 class ProcessesLauncher(Launcher):
@@ -76,7 +76,7 @@ class ProcessesLauncher(Launcher):
                 bind_host=options.bind_address or spec.LOOPBACK, argv=settings.argv(),
                 env=settings.env, state=controller.state_spec(node.label))
             node_process = NodeProcess(
-                node.name, spec.write_spec_file(node_spec, output.run_dir), settings, spawner,
+                node.name, spec.write_spec_file(node_spec, output.folder), settings, spawner,
                 lambda name=node.name: output.terminal.open(name),
                 on_exit=controller.worker_ended)
             controller.add_worker(node_process)
@@ -89,16 +89,16 @@ class ProcessesLauncher(Launcher):
 
 def _node_output(program: Program, options: LaunchOptions) -> NodeOutput:
     """Where the nodes of `program` write: a private run folder, and its terminal."""
-    run_dir = make_run_dir(program.name)
+    work_dir = make_work_dir(program.name)
     # current_terminal copies each node's output to its log too, so that `launchpad
     # logs` can read it while the program runs; the copies go with the program (the
     # terminal showed them). output_to_files writes where Launchpad's did (its logging
     # folder, output_files.py), and its files stay.
     try:
-        term = terminals.make(options.terminal, program.name, run_dir, keep_logs=True,
+        term = terminals.make(options.terminal, program.name, work_dir, keep_logs=True,
                               nodes=[node.name for node in program.get_all_nodes()])
     except BaseException:
-        shutil.rmtree(run_dir, ignore_errors=True)  # (nothing in it yet)
+        shutil.rmtree(work_dir, ignore_errors=True)  # (nothing in it yet)
         raise
     kept = term.folder if isinstance(term, terminals.FilesTerminal) else None
-    return NodeOutput(run_dir, term, kept)
+    return NodeOutput(work_dir, term, kept)

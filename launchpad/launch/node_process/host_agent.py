@@ -212,7 +212,7 @@ def _forward(inbox: agent_relay.Inbox, agent_spec: AgentSpec, stop: threading.Ev
 def run(spec_path: str) -> int:
     """The agent's process: serves its launcher until its stdin closes."""
     agent_spec: AgentSpec = pickle.loads(private_files.read_private(spec_path))
-    folder = private_files.make_private_dir("agent-")
+    folder = private_files.make_work_dir("agent-")
     inbox = agent_relay.Inbox(os.path.join(folder, "agent.sock"))
     os.environ[agent_relay.SOCKET_ENV] = inbox.path  # its fork server and nodes inherit it
     agent = Agent(fork_server.ForkServer(), sys.stdout)

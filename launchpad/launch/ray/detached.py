@@ -34,16 +34,17 @@ from typing import Any
 
 import cloudpickle
 
-from launchpad import address, control, telemetry
+from launchpad import address, telemetry
 from launchpad.context import LaunchType
+from launchpad.control import ControllerClient
 from launchpad.courier import TLS
 from launchpad.launch.ray import actors as ray_actors
 from launchpad.launch.ray import connection as ray_connection
 from launchpad.launch.ray.settings import RaySettings
-from launchpad.launch.runtime import errors, private_files, run_records, state_store
+from launchpad.launch.runtime import errors, private_files, run_records, run_states
 from launchpad.launch.runtime.controller import Controller
+from launchpad.launch.runtime.controllers import RemoteController
 from launchpad.launch.runtime.launcher import LaunchOptions
-from launchpad.launch.runtime.remote import RemoteController
 from launchpad.program import Program
 
 RECORD = "ray.run"
@@ -68,7 +69,7 @@ class ControllerActor:
     """The program's controller, as a detached actor (see the module doc)."""
 
     def __init__(self, program: bytes, options: LaunchOptions,
-                 states: state_store.RunStates | None):
+                 states: run_states.RunStates | None):
         self._program: Program = cloudpickle.loads(program)
         self._options = options
         self._states = states
@@ -125,7 +126,7 @@ def launch(program: Program, options: LaunchOptions) -> RayRemoteController:
     run_id = os.path.basename(folder)
     kept = dataclasses.replace(options, test_case=None)  # (no test runs in the cluster)
     try:
-        states = state_store.prepare(program, run_id, state_store.state_folder(folder),
+        states = run_states.prepare(program, run_id, run_states.state_folder(folder),
                                      options.resume, options.resume_partial)
         record = _start_controller(program.name, run_id, settings, pickled, kept, states)
     except BaseException:
@@ -136,7 +137,7 @@ def launch(program: Program, options: LaunchOptions) -> RayRemoteController:
 
 
 def _start_controller(program_name: str, run_id: str, settings: RaySettings, pickled: bytes,
-                      options: LaunchOptions, states: state_store.RunStates | None) -> _Record:
+                      options: LaunchOptions, states: run_states.RunStates | None) -> _Record:
     """Starts the controller's actor and, through it, the program; the run's record."""
     import ray
     gcs = ray_connection.connect(settings)
@@ -207,36 +208,29 @@ class RayRemoteController(RemoteController):
         self.failure: errors.NodeFailedError | None = None
         self.stop_reason = ""
 
-    def _ask(self, method: str, *args: Any) -> Any:
-        """Calls the controller over the protocol (None once it has gone)."""
-        client = control.ControllerClient(self._record.controller_address, self._record.token,
-                                          self._record.tls)
-        try:
-            return getattr(client, method)(*args)
-        except Exception:  # noqa: BLE001 - the program has ended and its controller gone
-            return None
-        finally:
-            client.close()
+    def _controller_at(self) -> tuple[str, str, TLS | None]:
+        """Where the controller's actor serves the protocol (as its record says)."""
+        return self._record.controller_address, self._record.token, self._record.tls
 
     def stop(self, reason: str = "") -> None:
         """Asks the program to stop (returns at once)."""
         if self._outcome is None:
-            self._ask("request_stop", reason)
+            self._ask(lambda controller: controller.request_stop(reason))
 
     def exit_codes(self) -> dict[str, int | None]:
         """'label/index' -> how each node's run ended (None: running)."""
         if self._outcome is not None:
             return self._outcome[2]
-        return self._ask("exit_codes") or self._read_outcome(0)[2]
+        return self._ask(ControllerClient.exit_codes) or self._read_outcome(0)[2]
 
     def restarts(self) -> dict[str, int]:
         """'label/index' -> how many times the node was restarted by its group's policy."""
         if self._outcome is not None:
             return self._outcome[3]
-        return self._ask("restarts") or self._read_outcome(0)[3]
+        return self._ask(ControllerClient.restarts) or self._read_outcome(0)[3]
 
     def status(self) -> telemetry.ProgramStatus | None:
-        return None if self._outcome is not None else self._ask("status")
+        return None if self._outcome is not None else self._ask(ControllerClient.status)
 
     def _on_cluster(self, call: Any) -> Any:
         """`call(ray, actor)` connected to the run's cluster (the connection made for it)."""
@@ -282,7 +276,7 @@ class RayRemoteController(RemoteController):
         except ValueError:
             pass  # gone already
 
-    def wait(self, timeout: float | None = None) -> bool:
+    def _wait(self, timeout: float | None) -> bool:
         """Blocks until the program has ended; False if `timeout` seconds passed first.
 
         Raises:

@@ -12,6 +12,7 @@ whose waits return at once, so a launch script runs to its end unchanged.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from launchpad.launch.runtime import terminals
@@ -36,7 +37,10 @@ class DryRun:
         terminals.say(f"dry run of {self.program_name!r}: nothing was started")
         return self
 
-    def wait(self, *args: Any, **kwargs: Any) -> bool:
+    def wait(self, labels_to_wait_for: Sequence[str] | str | None = None,
+             raise_error: bool = True, return_on_first_completed: bool = False, *,
+             timeout: float | None = None) -> bool:
+        """Returns at once: nothing runs."""
         return True
 
     def stop(self, *args: Any, **kwargs: Any) -> None:

@@ -33,7 +33,7 @@ from typing import Any, ClassVar, Protocol
 
 from launchpad.courier import TLS
 from launchpad.launch.runtime.controller import Controller
-from launchpad.launch.runtime.remote import RemoteController
+from launchpad.launch.runtime.controllers import RemoteController
 from launchpad.launch.runtime.run_records import Run
 from launchpad.launch.runtime.terminals import NodeOutput
 from launchpad.program import Program

@@ -2,7 +2,9 @@
 reach them.
 
 Node specs and failure reports are pickles: whoever can write one runs code as the launching
-user when it is read. So they live in `$TMPDIR/launchpad-runs-<uid>/<run>/`, a folder that is
+user when it is read. So they live in a launch's work folder,
+`$TMPDIR/launchpad-work-<uid>/<program>-<time>-<random>/` (a run's own folder, its record,
+is `<run_dir>/launchpad-runs-<uid>/<run id>/`: run_records.py), a folder that is
 checked, not trusted: every folder on the way to it must be owned by root or this user and,
 when others may write to it, sticky (as /tmp is, so nobody can rename what is ours); the
 per-user folder must be ours, not a symlink, and closed to others (0700). A file is read only
@@ -38,20 +40,28 @@ RUN_FILES = Use("keep or read the launch's private files",
                 "write to")
 
 
-def make_private_dir(prefix: str, parent: str | None = None) -> str:
-    """A new private folder for one launch: <parent>/launchpad-runs-<uid>/<prefix>XXXXXXXX.
+def make_work_dir(prefix: str) -> str:
+    """A new private work folder on this host (node specs, logs, a colocation's children,
+    a host agent's files): $TMPDIR/launchpad-work-<uid>/<prefix>XXXXXXXX.
 
-    Args:
-      prefix: starts the folder's name.
-      parent: where the per-user folder is (default the temporary folder, $TMPDIR); a
-        cluster launch gives a folder of the shared filesystem.
     Raises:
       UnsafePathError: another user could reach the folder (named, with what is wrong).
     """
-    parent = os.path.realpath(parent or tempfile.gettempdir())
+    return make_private_dir(prefix, os.path.join(tempfile.gettempdir(),
+                                                 f"launchpad-work-{os.geteuid()}"))
+
+
+def make_private_dir(prefix: str, base: str) -> str:
+    """A new private folder, <base>/<prefix>XXXXXXXX, `base` being this user's folder of
+    such folders (made 0700, or checked: ours, 0700, below safe folders).
+
+    Raises:
+      UnsafePathError: another user could reach the folder (named, with what is wrong).
+    """
+    parent = os.path.realpath(os.path.dirname(base))
     os.makedirs(parent, 0o700, exist_ok=True)
     _check_ancestors(parent)
-    base = os.path.join(parent, f"launchpad-runs-{os.geteuid()}")
+    base = os.path.join(parent, os.path.basename(base))
     try:
         os.mkdir(base, 0o700)
     except FileExistsError:

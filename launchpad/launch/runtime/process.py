@@ -256,7 +256,7 @@ class ChildProcessStarter:
               on_exit: Callable[[NodeProcess], None]) -> NodeProcess:
         with self._lock:
             if self._run_dir is None:
-                self._run_dir = private_files.make_private_dir("children-")
+                self._run_dir = private_files.make_work_dir("children-")
         label, index = node_context.label, node_context.index
         report_path = os.path.join(self._run_dir, spec.file_name(label, index, ".failure"))
         child_spec = spec.make_spec(node, node_context, label, index,

@@ -69,7 +69,7 @@ def make(program_name: str, given: str | None = None) -> str:
     """A new private folder for a run of `program_name`; its name is the run id."""
     stamp = datetime.datetime.now().strftime(_STAMP)
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in program_name)
-    return private_files.make_private_dir(f"{safe}-{stamp}-", run_dir(given))
+    return private_files.make_private_dir(f"{safe}-{stamp}-", root(given))
 
 
 def find(run_id: str, given: str | None = None) -> str:

@@ -2,7 +2,8 @@
 
     current_terminal  every line of every node on the launcher's stdout, prefixed with the
                       node's [label/index] (coloured when stdout is a terminal), and copied to
-                      the node's log in the run folder (`launchpad logs` reads it); the default
+                      the node's log in the launch's folder (`launchpad logs` reads it); the
+                      default
     output_to_files   one file per node, where Launchpad's was: <dir>/<label>/<index>, dir
                       being $LAUNCHPAD_LOGGING_DIR, else /tmp/launchpad_out (output_files.py:
                       emptied at launch, appended to on a restart, checked since /tmp is
@@ -27,7 +28,6 @@ import contextlib
 import dataclasses
 import itertools
 import os
-import selectors
 import shutil
 import subprocess
 import sys
@@ -38,6 +38,7 @@ from typing import TextIO
 from absl import logging
 
 from launchpad.launch.runtime import output_files, private_files
+from launchpad.launch.runtime.line_pump import LinePump
 
 Stdio = tuple[int, int, int]
 
@@ -105,20 +106,20 @@ class Terminal(abc.ABC):
 
 @dataclasses.dataclass(frozen=True)
 class NodeOutput:
-    """Where the node processes of a launch write: its private run folder (their specs, the
-    logs its terminal keeps), the terminal, and the folder whose logs stay after the
-    program ends (None: none stay). A launcher makes it before its controller, which is
-    given it."""
+    """Where the node processes of a launch write: its private folder (their specs, the logs
+    its terminal keeps: a local launch's work folder, a Slurm run's folder), the terminal,
+    and the folder whose logs stay after the program ends (None: none stay). A launcher's
+    plan makes it before the controller, which is given it."""
 
-    run_dir: str
+    folder: str
     terminal: Terminal
     log_dir: str | None
 
 
-def make(terminal: str, program_name: str, run_dir: str, keep_logs: bool = False,
+def make(terminal: str, program_name: str, folder: str, keep_logs: bool = False,
          nodes: Sequence[str] | None = None) -> Terminal:
-    """The terminal; with `keep_logs`, current_terminal also keeps each node's log in the run
-    folder (as cluster launches do: the nodes' own hosts keep nothing). output_to_files
+    """The terminal; with `keep_logs`, current_terminal also keeps each node's log in
+    `folder` (as cluster launches do: the nodes' own hosts keep nothing). output_to_files
     writes the files of `nodes` (their names) in Launchpad's place, made ready now; without
     `nodes` (a cluster launch) in the run folder, which every host of the launch shares.
 
@@ -127,15 +128,15 @@ def make(terminal: str, program_name: str, run_dir: str, keep_logs: bool = False
       ValueError: output_to_files cannot make a folder of a group's label.
     """
     if terminal == OUTPUT_TO_FILES:
-        return FilesTerminal(program_name, run_dir, nodes)
+        return FilesTerminal(program_name, folder, nodes)
     if terminal == TMUX_SESSION:
-        return TmuxTerminal(program_name, run_dir)
-    return CurrentTerminal(sys.stdout, run_dir if keep_logs else None)
+        return TmuxTerminal(program_name, folder)
+    return CurrentTerminal(sys.stdout, folder if keep_logs else None)
 
 
-def log_path(run_dir: str, name: str) -> str:
-    """`<run_dir>/<label>.<index>.log`: node `name`'s log."""
-    return os.path.join(run_dir, f"{name.replace('/', '.')}.log")
+def log_path(folder: str, name: str) -> str:
+    """`<folder>/<label>.<index>.log`: node `name`'s log."""
+    return os.path.join(folder, f"{name.replace('/', '.')}.log")
 
 
 class CurrentTerminal(Terminal):
@@ -150,7 +151,7 @@ class CurrentTerminal(Terminal):
         colour = out.isatty() and "NO_COLOR" not in os.environ
         self._colour = colour
         self._colours = itertools.cycle(self._COLOURS)
-        self._pump = _LinePump(out)
+        self._pump = LinePump(out)
 
     def open(self, name: str) -> tuple[Stdio, bool]:
         prefix = f"[{name}] "
@@ -174,124 +175,17 @@ class CurrentTerminal(Terminal):
         return self._pump.writing(name)
 
 
-class _LinePump:
-    """One thread that copies lines from many pipes to one stream, each with its prefix."""
-
-    def __init__(self, out: TextIO):
-        self._out = out
-        self._selector = selectors.DefaultSelector()
-        self._wake_read, self._wake_write = os.pipe()
-        self._selector.register(self._wake_read, selectors.EVENT_READ, None)
-        self._lock = threading.Lock()
-        self._added: list[tuple[int, tuple[str, int | None, str]]] = []
-        self._open_pipes = 0
-        self._open_by_name: dict[str, int] = {}
-        self._closing = False
-        self._all_closed = threading.Condition(self._lock)
-        self._thread = threading.Thread(target=self._run, name="lp-output", daemon=True)
-        self._thread.start()
-
-    def add(self, fd: int, prefix: str, log: int | None, name: str) -> None:
-        """Copies the lines of pipe `fd` (node `name`'s) with `prefix`, and to the file `log`
-        if given (both closed at the pipe's end)."""
-        with self._lock:
-            self._added.append((fd, (prefix, log, name)))
-            self._open_pipes += 1
-            self._open_by_name[name] = self._open_by_name.get(name, 0) + 1
-        os.write(self._wake_write, b"+")
-
-    def writing(self, name: str) -> bool:
-        """Whether a pipe of node `name` is still open (its output not all copied yet)."""
-        with self._lock:
-            return self._open_by_name.get(name, 0) > 0
-
-    def close(self, timeout: float) -> None:
-        """Waits (bounded) for every pipe to reach its end, then stops the thread."""
-        with self._lock:
-            self._all_closed.wait_for(lambda: self._open_pipes == 0, timeout)
-            self._closing = True
-        os.write(self._wake_write, b"x")
-        self._thread.join(timeout)
-
-    def _run(self) -> None:
-        partial: dict[int, bytes] = {}
-        while True:
-            for key, _ in self._selector.select():
-                if key.fd == self._wake_read:
-                    os.read(self._wake_read, 1024)
-                    if self._take_added(partial):
-                        return
-                    continue
-                data = os.read(key.fd, 65536)
-                if data:
-                    self._write(key.data, partial, key.fd, data)
-                else:
-                    self._end(key, partial)
-
-    def _take_added(self, partial: dict[int, bytes]) -> bool:
-        """Registers pipes added since; True when the pump is to stop."""
-        with self._lock:
-            added, self._added = self._added, []
-            closing = self._closing
-        for fd, where in added:
-            partial[fd] = b""
-            self._selector.register(fd, selectors.EVENT_READ, where)
-        if closing:
-            for key in list(self._selector.get_map().values()):
-                if key.fd != self._wake_read:
-                    self._end(key, partial)
-            self._selector.close()
-            os.close(self._wake_read)
-            os.close(self._wake_write)
-        return closing
-
-    def _write(self, where: tuple[str, int | None, str], partial: dict[int, bytes], fd: int,
-               data: bytes) -> None:
-        *lines, rest = (partial[fd] + data).split(b"\n")
-        if len(rest) > 65536:  # a very long line without an end: show it anyway
-            lines.append(rest)
-            rest = b""
-        partial[fd] = rest
-        if lines:
-            self._emit(where, lines)
-
-    def _end(self, key: selectors.SelectorKey, partial: dict[int, bytes]) -> None:
-        rest = partial.pop(key.fd, b"")
-        if rest:
-            self._emit(key.data, [rest])
-        self._selector.unregister(key.fd)
-        os.close(key.fd)
-        if key.data[1] is not None:
-            os.close(key.data[1])
-        with self._lock:
-            self._open_pipes -= 1
-            self._open_by_name[key.data[2]] -= 1
-            self._all_closed.notify_all()
-
-    def _emit(self, where: tuple[str, int | None, str], lines: list[bytes]) -> None:
-        prefix, log, _ = where
-        if log is not None:
-            with contextlib.suppress(OSError):  # a full disk must not stop the output
-                os.write(log, b"".join(line + b"\n" for line in lines))
-        text = "".join(f"{prefix}{line.decode(errors='replace')}\n" for line in lines)
-        try:
-            self._out.write(text)
-            self._out.flush()
-        except (OSError, ValueError):
-            pass  # the launcher's stdout is gone; the node must not block on it
-
-
 class FilesTerminal(Terminal):
     """Writes each node's output to a file of its own, which a restart appends to: with
     `nodes`, Launchpad's `<logging dir>/<label>/<index>` (output_files.py), made ready at
-    construction; without, `<run_dir>/<label>.<index>.log` (a cluster launch's run folder).
+    construction; without, `<folder>/<label>.<index>.log` (a cluster launch's run folder).
     `folder` is where they are, and stay after the program ends."""
 
-    def __init__(self, program_name: str, run_dir: str, nodes: Sequence[str] | None = None):
+    def __init__(self, program_name: str, folder: str, nodes: Sequence[str] | None = None):
         if nodes is None:
-            self.folder = run_dir
+            self.folder = folder
             self._use = private_files.RUN_FILES
-            say(f"output of the nodes of {program_name!r} goes to {run_dir}/")
+            say(f"output of the nodes of {program_name!r} goes to {folder}/")
         else:
             self.folder = output_files.prepare(nodes)
             self._use = output_files.USE
@@ -324,9 +218,9 @@ class TmuxTerminal(Terminal):
 
     _PLACEHOLDER = ["sh", "-c", "trap '' INT; exec sleep infinity"]
 
-    def __init__(self, program_name: str, run_dir: str):
+    def __init__(self, program_name: str, folder: str):
         safe = "".join(c if c.isalnum() or c in "-_" else "-" for c in program_name)
-        self.session = f"launchpad-{safe}-{os.path.basename(run_dir).rsplit('-', 1)[-1]}"
+        self.session = f"launchpad-{safe}-{os.path.basename(folder).rsplit('-', 1)[-1]}"
         self._started = False
         self._lock = threading.Lock()
         say(f"nodes of {program_name!r} run in tmux session {self.session!r}: "

@@ -32,19 +32,20 @@ from typing import Any
 
 import cloudpickle
 
-from launchpad import address, control, telemetry
+from launchpad import address, telemetry
 from launchpad.context import LaunchType
+from launchpad.control import ControllerClient
 from launchpad.courier import TLS
 from launchpad.launch.runtime import (
     errors,
     private_files,
     run_records,
-    state_store,
+    run_states,
     terminals,
 )
 from launchpad.launch.runtime.controller import Controller
+from launchpad.launch.runtime.controllers import RemoteController
 from launchpad.launch.runtime.launcher import LaunchOptions
-from launchpad.launch.runtime.remote import RemoteController
 from launchpad.launch.runtime.terminals import NodeOutput
 from launchpad.launch.slurm import job as slurm_job
 from launchpad.launch.slurm import placement as slurm_placement
@@ -61,7 +62,7 @@ class _LaunchSpec:
     program: bytes  # cloudpickle of the Program
     options: LaunchOptions
     placement: slurm_placement.Placement  # computed at launch, against the cluster then
-    states: state_store.RunStates | None  # made at launch, in the run folder
+    states: run_states.RunStates | None  # made at launch, in the run folder
 
 
 def launch(program: Program, options: LaunchOptions) -> SlurmRemoteController:
@@ -69,8 +70,8 @@ def launch(program: Program, options: LaunchOptions) -> SlurmRemoteController:
     settings = options.settings or slurm.SlurmSettings()
     placement = slurm.placement_of(program, options.resources, settings)
     run_dir = run_records.make(program.name, settings.run_dir)
-    states = state_store.prepare(program, os.path.basename(run_dir),
-                                 state_store.state_folder(run_dir), options.resume,
+    states = run_states.prepare(program, os.path.basename(run_dir),
+                                 run_states.state_folder(run_dir), options.resume,
                                  options.resume_partial, settings.run_dir)
     try:
         pickled = cloudpickle.dumps(program)
@@ -228,16 +229,10 @@ class SlurmRemoteController(RemoteController):
         except FileNotFoundError:
             return None
 
-    def _ask(self, method: str, *args: Any) -> Any:
-        """Calls the controller (None if it has not said where it is yet)."""
+    def _controller_at(self) -> tuple[str, str, TLS | None] | None:
+        """Where the batch step's controller listens, once it has said."""
         where = self._read("controller.address")
-        if where is None:
-            return None
-        client = control.ControllerClient(*where, self._tls)
-        try:
-            return getattr(client, method)(*args)
-        finally:
-            client.close()
+        return None if where is None else (*where, self._tls)
 
     def stop(self, reason: str = "") -> None:
         """Asks the program to stop (the job is cancelled if it has not started yet)."""
@@ -246,17 +241,21 @@ class SlurmRemoteController(RemoteController):
         if self._read("controller.address") is None:
             self.kill()  # its controller has not started: nothing runs yet
             return
-        self._ask("request_stop", reason)
+        self._ask(lambda controller: controller.request_stop(reason))
 
     def exit_codes(self) -> dict[str, int | None]:
         """'label/index' -> how each node's run ended (None: running); {} before it runs."""
         outcome = self._read("outcome")
-        return outcome[2] if outcome is not None else self._ask("exit_codes") or {}
+        if outcome is not None:
+            return outcome[2]
+        return self._ask(ControllerClient.exit_codes) or {}
 
     def restarts(self) -> dict[str, int]:
         """'label/index' -> how many times the node was restarted by its group's policy."""
         outcome = self._read("outcome")
-        return outcome[3] if outcome is not None else self._ask("restarts") or {}
+        if outcome is not None:
+            return outcome[3]
+        return self._ask(ControllerClient.restarts) or {}
 
     def status(self) -> telemetry.ProgramStatus | None:
         """The program's status from its controller; while its job waits to run, 'pending'
@@ -266,10 +265,7 @@ class SlurmRemoteController(RemoteController):
         if self._read("controller.address") is None:  # pending, or its controller starting
             run = run_of(self.run_dir)
             return run.pending_status() if run is not None and run.pending else None
-        try:
-            return self._ask("status")
-        except Exception:  # noqa: BLE001 - it ended as we asked: its controller is gone
-            return None
+        return self._ask(ControllerClient.status)
 
     def kill(self) -> None:
         """Ends the job at once (`wait()` then returns True, here and in every process
@@ -284,7 +280,7 @@ class SlurmRemoteController(RemoteController):
                 (None, self.stop_reason, {}, {})))
             os.replace(partial, os.path.join(self.run_dir, "outcome"))  # whole, or not there
 
-    def wait(self, timeout: float | None = None) -> bool:
+    def _wait(self, timeout: float | None) -> bool:
         """Blocks until the program has ended, and its job with it (the batch step ends
         right after it writes the outcome); False if `timeout` seconds passed first.
 

@@ -84,7 +84,7 @@ class SlurmLauncher(Launcher):
     def start(self, plan: Plan, controller: Controller) -> None:
         """Submits the program as one Slurm job and starts its nodes once it runs."""
         settings = plan.options.settings or SlurmSettings()
-        run_dir = plan.output.run_dir
+        run_dir = plan.output.folder
         holder = os.path.join(run_dir, "job.holder")
         job_holder.write(holder, job_holder.HolderSpec(
             controller.address, controller.token, controller.tls,

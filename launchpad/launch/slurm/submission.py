@@ -134,7 +134,7 @@ def start_nodes(program: Program, controller: Controller, job: SlurmJob,
     slot through that host's agent (one srun step per host), writing to `output`; the
     agents and the job end when the program does."""
     settings = options.settings or SlurmSettings()
-    run_dir, term = output.run_dir, output.terminal
+    run_dir, term = output.folder, output.terminal
     placement = job.placement
     agent_spec = slurm_agents.write_agent_spec(run_dir, "hosts", controller)
     agents = {(g, h): slurm_agents.HostAgent(job, g, h, component, agent_spec,

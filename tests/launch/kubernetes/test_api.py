@@ -20,7 +20,7 @@ pytest.importorskip("kubernetes", reason="the official Kubernetes client is not 
 import launchpad as lp
 from launchpad.launch.kubernetes import launcher as kubernetes
 from launchpad.launch.kubernetes.controller import OUTCOME_PREFIX
-from launchpad.launch.kubernetes.manifests import LAUNCH_LABEL
+from launchpad.launch.kubernetes.names import LAUNCH_LABEL
 from launchpad.launch.kubernetes.settings import KubernetesSettings
 from launchpad.launch.runtime import errors
 from tests.launch.kubernetes import programs

@@ -20,7 +20,7 @@ import yaml
 import launchpad as lp
 from launchpad.launch.kubernetes import manifests as kubernetes_manifests
 from launchpad.launch.kubernetes import states
-from launchpad.launch.kubernetes.manifests import LAUNCH_LABEL
+from launchpad.launch.kubernetes.names import LAUNCH_LABEL
 from launchpad.launch.kubernetes.settings import KubernetesSettings
 from launchpad.launch.runtime import errors
 from tests.launch.kubernetes import programs

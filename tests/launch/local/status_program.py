@@ -48,7 +48,7 @@ def main(_) -> None:
     echo = program.add_node(lp.CourierNode(Echo), label="echo")
     program.add_node(lp.PyNode(caller, echo), label="caller")
     started = time.monotonic()
-    lp.launch(program).wait(30)
+    lp.launch(program).wait(timeout=30)
     print(f"program ended after {time.monotonic() - started:.0f}s", flush=True)
 
 

@@ -68,7 +68,7 @@ def test_nodes_run_on_both_ray_nodes_and_call_each_other_across_them(ray_launch,
     assert results.get()[0] == "pong"
     assert _placements(controller) == {"server/0": worker, "client/0": head}
     controller.stop()
-    assert controller.wait(TIMEOUT)
+    assert controller.wait(timeout=TIMEOUT)
 
 
 def test_a_spread_group_lands_on_different_ray_nodes(ray_launch, ray_cluster):
@@ -108,7 +108,7 @@ def test_a_frozen_actor_is_lost_within_the_liveness_timeout(ray_launch):
     assert controller.wait_for_started("worker/0", TIMEOUT)
     os.kill(controller.node_pids()["worker/0"], signal.SIGSTOP)  # as on a lost Ray node
     with pytest.raises(lp.NodeFailedError, match="no heartbeat for 3s") as failed:
-        controller.wait(TIMEOUT)
+        controller.wait(timeout=TIMEOUT)
     assert failed.value.node == "worker/0"
 
 
@@ -119,7 +119,7 @@ def test_a_joined_cluster_and_the_users_own_connection_are_left_as_they_were(
     try:
         program = lp.Program("guest")
         program.add_node(lp.PyNode(int), label="worker")
-        assert ray_launch(program).wait(TIMEOUT)
+        assert ray_launch(program).wait(timeout=TIMEOUT)
         assert ray.is_initialized()  # the user's connection is theirs to close
         assert not [a for a in ray.util.list_named_actors(all_namespaces=True)]
     finally:
@@ -138,7 +138,7 @@ def test_a_ray_started_for_the_launch_is_stopped_with_it(monkeypatch, no_leaked_
     controller = lp.launch(program, launch_type="ray")
     assert results.get()[0] == "pong"
     controller.stop()
-    assert controller.wait(TIMEOUT)
+    assert controller.wait(timeout=TIMEOUT)
     assert not ray.is_initialized()  # and no_leaked_processes: its processes are gone
 
 
@@ -236,7 +236,7 @@ def test_a_detached_program_outlives_its_launcher_and_another_process_attaches_a
     assert status.startswith(f"left-running (ray, run {run_id}): running"), status
     assert not controller.wait(timeout=0.5)
     controller.stop()
-    assert controller.wait(TIMEOUT)
+    assert controller.wait(timeout=TIMEOUT)
     assert controller.exit_codes() == {"worker/0": 0}
     assert on_the_cluster.named_actors() == []  # the controller's actor is gone too
 
@@ -251,7 +251,7 @@ def test_a_node_failing_in_a_detached_program_is_named_with_its_traceback(
     program.add_node(lp.PyNode(_fail), label="worker")
     controller = lp.launch(program, launch_type="ray", detach=True)
     with pytest.raises(lp.NodeFailedError, match="detached and broken") as failed:
-        controller.wait(TIMEOUT)
+        controller.wait(timeout=TIMEOUT)
     assert failed.value.node == "worker/0" and "_fail" in failed.value.node_traceback
     assert on_the_cluster.named_actors() == []
 
@@ -264,7 +264,7 @@ def test_killing_a_detached_program_ends_its_controller_and_nodes(
     assert controller.exit_codes() == {"worker/0": None}
     assert [node.name for node in controller.status().nodes] == ["worker/0"]
     controller.kill()
-    assert controller.wait(TIMEOUT) and controller.stop_reason.startswith("killed")
+    assert controller.wait(timeout=TIMEOUT) and controller.stop_reason.startswith("killed")
     assert controller.status() is None
     assert on_the_cluster.named_actors() == []  # and no_leaked_processes: the nodes' too
 

@@ -27,7 +27,7 @@ def main(signum: signal.Signals, times: int, kind: str) -> None:
     else:
         program.add_node(lp.PyNode(lp.wait_for_stop), label=kind)
         controller = lp.launch(program, launch_type="local_mt")
-    with controller._lock:
+    with controller._stop._lock:  # the lock a stop takes (runtime/controller/program_stop.py)
         for _ in range(times):
             signal.raise_signal(signum)  # its handler runs now, in this thread, under the lock
     if controller.wait(timeout=TIMEOUT, raise_error=False):

@@ -22,7 +22,7 @@ def controller():
     controller = lp.Controller(program)
     yield controller
     controller.kill()
-    assert controller.wait(30)
+    assert controller.wait(timeout=30)
 
 
 @pytest.fixture

@@ -32,12 +32,12 @@ def tmpdir_here(tmp_path, monkeypatch):
 
 
 def _base(tmp_path):
-    return tmp_path / f"launchpad-runs-{os.geteuid()}"
+    return tmp_path / f"launchpad-work-{os.geteuid()}"
 
 
 def test_run_folders_are_private_and_new_each_time(tmpdir_here):
-    first = private_files.make_private_dir("p-")
-    second = private_files.make_private_dir("p-")
+    first = private_files.make_work_dir("p-")
+    second = private_files.make_work_dir("p-")
     assert first != second
     assert os.path.dirname(first) == str(_base(tmpdir_here))
     for folder in (first, os.path.dirname(first)):
@@ -49,21 +49,21 @@ def test_a_base_folder_made_by_another_user_is_refused(tmpdir_here):
     _base(tmpdir_here).mkdir(mode=0o700)
     os.chown(_base(tmpdir_here), OTHER_UID, OTHER_UID)
     with pytest.raises(UnsafePathError, match=f"belongs to uid {OTHER_UID}"):
-        private_files.make_private_dir("p-")
+        private_files.make_work_dir("p-")
 
 
 def test_a_base_folder_open_to_others_is_refused(tmpdir_here):
     _base(tmpdir_here).mkdir()
     os.chmod(_base(tmpdir_here), 0o755)
     with pytest.raises(UnsafePathError, match="mode 755, expected 700"):
-        private_files.make_private_dir("p-")
+        private_files.make_work_dir("p-")
 
 
 def test_a_base_folder_that_is_a_symlink_is_refused(tmpdir_here):
     (tmpdir_here / "elsewhere").mkdir(mode=0o700)
     _base(tmpdir_here).symlink_to(tmpdir_here / "elsewhere")
     with pytest.raises(UnsafePathError, match="not a folder"):
-        private_files.make_private_dir("p-")
+        private_files.make_work_dir("p-")
 
 
 def test_a_tmpdir_others_may_write_to_is_refused_unless_sticky(tmp_path, monkeypatch):
@@ -73,9 +73,9 @@ def test_a_tmpdir_others_may_write_to_is_refused_unless_sticky(tmp_path, monkeyp
     monkeypatch.setenv("TMPDIR", str(shared))
     monkeypatch.setattr(tempfile, "tempdir", None)
     with pytest.raises(UnsafePathError, match="not sticky"):
-        private_files.make_private_dir("p-")
+        private_files.make_work_dir("p-")
     os.chmod(shared, 0o1777)  # as /tmp is: nobody can rename what is another's
-    assert private_files.make_private_dir("p-").startswith(str(shared))
+    assert private_files.make_work_dir("p-").startswith(str(shared))
 
 
 @needs_root

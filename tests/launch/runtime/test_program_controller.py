@@ -31,11 +31,11 @@ def test_every_kind_of_controller_has_the_protocols_methods(kind):
     assert _METHODS and "wait" in _METHODS
     for name in _METHODS:
         assert callable(getattr(kind, name, None)), f"{kind.__name__} has no {name}()"
-    # wait(timeout=...) is what every kind accepts (lp.Controller's first argument is
-    # Launchpad's labels_to_wait_for).
+    # One wait signature: Launchpad's arguments, then timeout= (keyword only).
+    expected = inspect.signature(lp.ProgramController.wait).parameters
     parameters = inspect.signature(kind.wait).parameters
-    assert "timeout" in parameters or any(
-        p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+    assert [(p.name, p.kind, p.default) for p in parameters.values()] == [
+        (p.name, p.kind, p.default) for p in expected.values()]
 
 
 def test_a_local_controller_and_a_dry_run_are_program_controllers():

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from launchpad.launch.runtime import errors
-from launchpad.launch.runtime.registry import AddressRegistry
+from launchpad.launch.runtime.controller.registry import AddressRegistry
 
 # server/0 runs alone; inner/0 runs inside the colocation colo/0.
 UNITS = {("server", 0): ("server", 0), ("inner", 0): ("colo", 0), ("colo", 0): ("colo", 0)}

@@ -54,7 +54,7 @@ def test_the_nodes_of_each_host_run_under_one_step_and_one_srun(slurm, tmp_path)
     assert len(sruns) == 3, [command_line(pid) for pid in sruns]  # one per host, none per node
     assert len(set(controller.hosts().values())) == 3
     controller.stop()
-    assert controller.wait(TIMEOUT)
+    assert controller.wait(timeout=TIMEOUT)
 
 
 def test_nodes_live_past_the_liveness_timeout_on_their_agents_reports(slurm):
@@ -67,7 +67,7 @@ def test_nodes_live_past_the_liveness_timeout_on_their_agents_reports(slurm):
     assert controller.wait(timeout=8) is False  # over twice the timeout: still running
     assert not controller.failure
     controller.stop()
-    assert controller.wait(TIMEOUT)
+    assert controller.wait(timeout=TIMEOUT)
 
 
 def test_an_agent_killed_fails_its_nodes_named_and_leaves_none_running(slurm, tmp_path):
@@ -82,7 +82,7 @@ def test_an_agent_killed_fails_its_nodes_named_and_leaves_none_running(slurm, tm
     (agent,) = _agent_pids(tmp_path)
     os.kill(agent, signal.SIGKILL)
     with pytest.raises(lp.NodeFailedError, match=r"worker/\d") as failed:
-        controller.wait(TIMEOUT)
+        controller.wait(timeout=TIMEOUT)
     assert "killed by signal SIGKILL" in failed.value.reason
     wait_until(lambda: not [pid for pid in nodes if os.path.exists(f"/proc/{pid}")
                             and command_line(pid)], TIMEOUT, "the agent's nodes are gone")

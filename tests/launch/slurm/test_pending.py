@@ -159,7 +159,7 @@ def test_a_detached_run_whose_job_pends_is_listed_pending_and_stopping_it_cancel
         assert stopped.returncode == 0, stopped.stderr
         assert "its job was cancelled before it ran" in stopped.stdout, stopped.stdout
         assert not _jobs_named(name)
-        assert controller.wait(TIMEOUT)  # the launch's own controller learns it too
+        assert controller.wait(timeout=TIMEOUT)  # the launch's own controller learns it too
         assert controller.stop_reason == f"killed: Slurm job {controller.job_id} was cancelled"
         assert "no program of this user runs" in cli("ls", *run_dir).stdout
     finally:

@@ -62,7 +62,7 @@ def test_a_warned_job_saves_requeues_itself_and_goes_on_from_its_states(slurm, b
     assert results.get(timeout=4 * TIMEOUT) == 2  # its saved state: one run before this one
     assert controller.run_id == lp.attach(controller.run_id, str(tmp_path)).run_id
     controller.stop()
-    assert controller.wait(TIMEOUT)
+    assert controller.wait(timeout=TIMEOUT)
 
 
 def _until(condition, what: str) -> None:

@@ -72,7 +72,7 @@ def test_nodes_run_on_several_hosts_and_call_each_other_across_them(slurm, box, 
     assert len(identities) == 2 and control.host_identity() not in identities
     assert _jobs_named("spread"), "the program's job should run while the program does"
     controller.stop()
-    assert controller.wait(TIMEOUT)
+    assert controller.wait(timeout=TIMEOUT)
     assert not _jobs_named("spread"), "the job must not outlive its program"
 
 
@@ -86,7 +86,7 @@ def test_groups_asked_apart_by_resources_make_a_heterogeneous_job(slurm, box, tm
     components = _jobs_named("het")
     assert len(components) == 2 and all("+" in c for c in components), components
     controller.stop()
-    assert controller.wait(TIMEOUT)
+    assert controller.wait(timeout=TIMEOUT)
 
 
 def test_a_layout_that_fits_packs_the_small_group_beside_the_large_ones(slurm, box):
@@ -104,7 +104,7 @@ def test_a_layout_that_fits_packs_the_small_group_beside_the_large_ones(slurm, b
     assert collector_host in {where for where, _ in seen}  # beside one of them
     assert len(_jobs_named("fits")) == 1  # one component: no heterogeneous job
     controller.stop()
-    assert controller.wait(TIMEOUT)
+    assert controller.wait(timeout=TIMEOUT)
 
 
 def _run_forever() -> None:
@@ -122,7 +122,7 @@ def test_node_output_comes_back_prefixed_and_stays_in_a_log_per_node(slurm, caps
         for _ in range(2):
             program.add_node(lp.PyNode(_say_where))
     runs = tmp_path / "my runs"  # a path a shell would split
-    assert slurm(program, slurm=lp.SlurmSettings(run_dir=str(runs))).wait(TIMEOUT)
+    assert slurm(program, slurm=lp.SlurmSettings(run_dir=str(runs))).wait(timeout=TIMEOUT)
     shown = [line for line in capsys.readouterr().out.splitlines() if "hello from" in line]
     assert sorted(line.split()[0] for line in shown) == ["[speaker/0]", "[speaker/1]"]
     logs = sorted(runs.glob("launchpad-runs-*/talkative-*/speaker.*.log"))
@@ -141,7 +141,7 @@ def test_a_node_that_vanishes_on_its_host_fails_named_within_the_liveness_timeou
     pid = controller.node_pids()["worker/0"]
     os.kill(pid, signal.SIGSTOP)  # frozen: it neither reports nor ends, as on a lost host
     with pytest.raises(lp.NodeFailedError, match="no heartbeat for 3s") as failed:
-        controller.wait(TIMEOUT)
+        controller.wait(timeout=TIMEOUT)
     assert failed.value.node == "worker/0"
 
 
@@ -157,7 +157,7 @@ def test_a_step_cancelled_from_outside_fails_its_node_named(slurm):
     step = next(line.split()[0] for line in steps if line.endswith("lp-agent-0.0"))
     subprocess.run(["scancel", step], check=True)
     with pytest.raises(lp.NodeFailedError, match="worker/0") as failed:
-        controller.wait(TIMEOUT)
+        controller.wait(timeout=TIMEOUT)
     assert "killed by signal SIG" in failed.value.reason  # (scancel: TERM, then KILL)
 
 
@@ -176,7 +176,7 @@ def test_the_time_limit_warning_stops_the_program_gracefully_named(slurm, box, t
     controller = slurm(program, slurm=lp.SlurmSettings(
         run_dir=str(tmp_path), time_limit=2, stop_before_end_secs=115))
     assert stopped.get(timeout=130) == "stop handler ran"
-    assert controller.wait(TIMEOUT)  # not a failure
+    assert controller.wait(timeout=TIMEOUT)  # not a failure
     assert "time limit" in controller.stop_reason and "SIGUSR1" in controller.stop_reason
 
 
@@ -188,7 +188,7 @@ def test_tls_between_hosts(slurm, box):
     assert len({where for where, _ in seen}) == 2
     assert controller.tls is not None
     controller.stop()
-    assert controller.wait(TIMEOUT)
+    assert controller.wait(timeout=TIMEOUT)
 
 
 def test_unknown_groups_and_bad_settings_are_refused_before_anything_is_submitted(
@@ -273,7 +273,7 @@ def test_a_detached_program_runs_with_its_controller_inside_the_job(slurm, box, 
     assert len({where for where, _ in seen}) == 2
     assert controller.run_id.startswith("injob-")
     controller.stop()
-    assert controller.wait(TIMEOUT)
+    assert controller.wait(timeout=TIMEOUT)
     assert controller.exit_codes() == {"server/0": 0, "server/1": 0, "client/0": 0}
     assert not _jobs_named("injob"), "the job ends with its controller"
 
@@ -287,7 +287,7 @@ def test_a_node_failing_in_a_detached_program_is_named_with_its_traceback(slurm)
     program.add_node(lp.PyNode(_fail), label="worker")
     controller = slurm(program, detach=True)
     with pytest.raises(lp.NodeFailedError, match="worker/0.*failed in the cluster") as failed:
-        controller.wait(TIMEOUT)
+        controller.wait(timeout=TIMEOUT)
     assert 'raise ValueError("failed in the cluster")' in failed.value.node_traceback
 
 
@@ -296,7 +296,7 @@ def test_killing_a_detached_program_ends_its_job(slurm):
     program.add_node(lp.PyNode(_run_forever), label="worker")
     controller = slurm(program, detach=True)
     controller.kill()
-    assert controller.wait(TIMEOUT)
+    assert controller.wait(timeout=TIMEOUT)
     assert "cancelled" in controller.stop_reason
     assert not _jobs_named("injob-killed")
 
@@ -351,7 +351,7 @@ def test_a_detached_program_outlives_its_launcher_and_another_process_attaches_a
     [worker] = status.nodes
     assert worker.state == "running" and worker.host in slurm_cluster.host_addresses
     controller.stop()
-    assert controller.wait(TIMEOUT)
+    assert controller.wait(timeout=TIMEOUT)
     assert controller.exit_codes() == {"worker/0": 0}
     assert controller.status() is None  # its controller has gone with it
     assert not _jobs_named("left-running")

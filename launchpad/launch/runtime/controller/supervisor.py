@@ -35,9 +35,9 @@ from collections.abc import Callable
 from absl import logging
 
 from launchpad.launch.runtime import errors
+from launchpad.launch.runtime.controller.node_book import NodeBook
+from launchpad.launch.runtime.controller.registry import AddressRegistry, NodeKey
 from launchpad.launch.runtime.ending import KILL_AFTER_TERMINATE_SECS, NodeWorker
-from launchpad.launch.runtime.node_book import NodeBook
-from launchpad.launch.runtime.registry import AddressRegistry, NodeKey
 
 _FINISHED = None  # a report of a run that finished
 

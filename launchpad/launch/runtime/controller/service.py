@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING
 from absl import logging
 
 from launchpad import control, telemetry
+from launchpad.launch.runtime.controller.registry import AddressRegistry
+from launchpad.launch.runtime.controller.supervisor import Supervisor
 
 if TYPE_CHECKING:
     from launchpad.launch.runtime.controller import Controller
@@ -77,12 +79,15 @@ def _entries(values: list, method: str, types: tuple[type, ...]) -> list[tuple]:
 
 @_checked_methods
 class ControllerService:
-    """The controller protocol, served (see control.py for what each method means)."""
+    """The controller protocol, served (see control.py for what each method means): the
+    addresses from the controller's registry, the runs' reports to its supervisor, the rest
+    through the controller's public methods."""
 
-    def __init__(self, controller: "Controller"):
+    def __init__(self, controller: "Controller", registry: AddressRegistry,
+                 supervisor: Supervisor):
         self._controller = controller
-        self._registry = controller._registry
-        self._supervisor = controller._supervisor
+        self._registry = registry
+        self._supervisor = supervisor
 
     def hello(self, version: int) -> int:
         if version != control.PROTOCOL_VERSION:

@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from launchpad import telemetry
-from launchpad.launch.runtime.registry import NodeKey
+from launchpad.launch.runtime.controller.registry import NodeKey
 
 
 @dataclasses.dataclass

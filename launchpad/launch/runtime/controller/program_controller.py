@@ -16,19 +16,19 @@ import concurrent.futures
 import secrets
 import threading
 import time
-from collections.abc import Sequence
-
-from absl import logging
+from collections.abc import Callable, Sequence
 
 from launchpad import context, control, courier, telemetry
-from launchpad.courier import TLS, settle
-from launchpad.launch.runtime import ending, errors, interrupts, node_logs, process, state_store
-from launchpad.launch.runtime.controller_service import ControllerService
+from launchpad.courier import TLS
+from launchpad.launch.runtime import errors, interrupts, node_logs, process, run_states, state_store
+from launchpad.launch.runtime.controller.node_book import NodeBook, kinds_of
+from launchpad.launch.runtime.controller.program_stop import ProgramStop
+from launchpad.launch.runtime.controller.registry import AddressRegistry
+from launchpad.launch.runtime.controller.service import ControllerService
+from launchpad.launch.runtime.controller.supervisor import Supervisor
+from launchpad.launch.runtime.controllers import check_wait_arguments
 from launchpad.launch.runtime.ending import NodeWorker
 from launchpad.launch.runtime.launchpad_workers import LaunchpadWorkers
-from launchpad.launch.runtime.node_book import NodeBook, kinds_of
-from launchpad.launch.runtime.registry import AddressRegistry
-from launchpad.launch.runtime.supervisor import Supervisor
 from launchpad.launch.runtime.terminals import NodeOutput
 from launchpad.program import Program
 
@@ -53,7 +53,7 @@ class Controller(LaunchpadWorkers):
       output: where its node processes write (terminals.NodeOutput; None: to the output of
         the process they run in).
       dashboard_url: the address of its dashboard, with the token, when it serves one.
-      states: where its stateful groups' states go (state_store.RunStates; None: none).
+      states: where its stateful groups' states go (run_states.RunStates; None: none).
       termination_notice_secs: the grace period nodes get after a stop.
       liveness_timeout_secs: a node process whose heartbeats stop for this long is lost.
       startup_timeout_secs: a node process (or actor) made this long ago whose runner has
@@ -71,7 +71,7 @@ class Controller(LaunchpadWorkers):
 
     def __init__(self, program: Program, *, launch_type: str = "", run_id: str = "",
                  output: NodeOutput | None = None, dashboard_url: str | None = None,
-                 states: state_store.RunStates | None = None,
+                 states: run_states.RunStates | None = None,
                  termination_notice_secs: float = 10.0, liveness_timeout_secs: float = 10.0,
                  startup_timeout_secs: float = DEFAULT_STARTUP_TIMEOUT_SECS,
                  host: str = "127.0.0.1", one_host: bool = False, tls: TLS | None = None,
@@ -84,7 +84,6 @@ class Controller(LaunchpadWorkers):
         self.startup_timeout_secs = startup_timeout_secs
         self._token = token or secrets.token_hex(16)
         self.tls = tls
-        self._lock = threading.Lock()
         # Every node that has an address, and the node the program runs it in (itself, or
         # the colocation holding it): those are what run, end, fail and restart.
         self._registry = AddressRegistry(program.name, {
@@ -95,12 +94,7 @@ class Controller(LaunchpadWorkers):
             program.name, {(n.label, n.index) for n in program.get_all_nodes()},
             program.restart_policies, self._registry, self.stop, liveness_timeout_secs,
             self._book, startup_timeout_secs)
-        self._contexts: list[context.NodeContext] = []
-        self._stop_waiters: list[concurrent.futures.Future] = []
-        self._finish_callbacks: list | None = []  # None once the stop sequence took them
-        self._end_waiters: list[concurrent.futures.Future] = []
-        self._ended_nodes = False
-        self._stopping = threading.Event()
+        self._stop = ProgramStop(program.name)
         self.stop_reason = ""  # why the program was stopped from outside, if it was
         self.failure_raised = False  # whether a wait() has raised the failure to its caller
         # Where each node's output is while the program runs, for read_log (its terminal's
@@ -116,12 +110,12 @@ class Controller(LaunchpadWorkers):
         self.states = states
         self.pending = ""  # what it waits for before any node can start (set_pending)
         self.started_at = time.time()
-        self._finished = threading.Event()
         # Starts the processes of MultiProcessingColocation nodes run as threads here.
         self._process_starter = process.ChildProcessStarter(termination_notice_secs,
                                                             in_worker=False)
-        self._server = courier.Server(ControllerService(self), host=host, port=port,
-                                      token=self._token, thread_pool_size=8, tls=tls)
+        service = ControllerService(self, self._registry, self._supervisor)
+        self._server = courier.Server(service, host=host, port=port, token=self._token,
+                                      thread_pool_size=8, tls=tls)
         bound = self._server.start()
         self.address = (f"{advertised_host}:{self._server.port}" if advertised_host
                         else bound)
@@ -139,11 +133,7 @@ class Controller(LaunchpadWorkers):
             launch_type=self.launch_type, one_host=self._one_host,
             state=state_store.NodeState.of(
                 self.state_spec(label), f"{label}/{index}"))
-        with self._lock:
-            self._contexts.append(node_context)
-            stopping = self._stopping.is_set()
-        if stopping:
-            node_context.notify_stop()
+        self._stop.add_context(node_context)
         return node_context
 
     def state_spec(self, label: str | None) -> state_store.StateSpec | None:
@@ -167,14 +157,10 @@ class Controller(LaunchpadWorkers):
         """A launcher saw `worker` end (see supervisor.py)."""
         self._supervisor.worker_ended(worker)
 
-    def on_finish(self, callback) -> None:
+    def on_finish(self, callback: Callable[[], None]) -> None:
         """Calls `callback()` once every node has ended, before `wait()` returns (now, if
         they have all ended already)."""
-        with self._lock:
-            if self._finish_callbacks is not None:
-                self._finish_callbacks.append(callback)
-                return
-        callback()
+        self._stop.on_finish(callback)
 
     # --- what users ask ---------------------------------------------------------------------
 
@@ -234,8 +220,8 @@ class Controller(LaunchpadWorkers):
         return telemetry.ProgramStatus(
             program=self.program_name, launch_type=self.launch_type, run_id=self.run_id,
             started_at=self.started_at,
-            state=("stopped" if self._finished.is_set() else
-                   "stopping" if self._stopping.is_set() else
+            state=("stopped" if self._stop.finished.is_set() else
+                   "stopping" if self._stop.stopping.is_set() else
                    "pending" if self.pending else "running"),
             stop_reason=self.stop_reason, failure=str(failure) if failure else "",
             nodes=self._book.statuses(self._registry.addresses_by_unit()),
@@ -277,24 +263,11 @@ class Controller(LaunchpadWorkers):
 
     def stop_future(self) -> concurrent.futures.Future:
         """A future set when the program starts stopping (for nodes in other processes)."""
-        future: concurrent.futures.Future = concurrent.futures.Future()
-        with self._lock:
-            if not self._stopping.is_set():
-                self._stop_waiters.append(future)
-                return future
-        future.set_result(True)
-        return future
+        return self._stop.stop_future()
 
     def end_future(self) -> concurrent.futures.Future:
-        """A future set when the stop sequence has ended every node (a node process still
-        alive then was missed, and ends itself)."""
-        future: concurrent.futures.Future = concurrent.futures.Future()
-        with self._lock:
-            if not self._ended_nodes:
-                self._end_waiters.append(future)
-                return future
-        future.set_result(True)
-        return future
+        """A future set when the stop has ended every node (program_stop.py)."""
+        return self._stop.end_future()
 
     def stop(self, reason: str = "") -> None:
         """Asks the program to stop; returns at once. Safe to call any number of times.
@@ -303,13 +276,13 @@ class Controller(LaunchpadWorkers):
           reason: why, when it is not the program's own doing (e.g. the cluster job's time
             limit); kept as `stop_reason`.
         """
-        with self._lock:
-            if self._stopping.is_set():
-                return
-            self._stopping.set()
+        def first() -> None:
             self.stop_reason = reason
             self._registry.program_stopping()
             self._supervisor.program_stopping()
+
+        if not self._stop.begin(first):
+            return
         threading.Thread(target=self._stop_sequence, name=f"lp-stop-{self.program_name}",
                          daemon=True).start()
 
@@ -333,15 +306,11 @@ class Controller(LaunchpadWorkers):
             whatever is waited for (a failure stops the program), unless `raise_error` is
             False, which waits on and returns.
           ValueError: a label names no group of the program.
-
-        A number in first place is the timeout (`wait(30)`), as before Launchpad's
-        parameters came: labels are text, so the two never mix.
+          TypeError: a number given first (`wait(30)`): the timeout is `timeout=`.
         """
-        if isinstance(labels_to_wait_for, (int, float)) and not isinstance(
-                labels_to_wait_for, bool):
-            labels_to_wait_for, timeout = None, labels_to_wait_for
+        check_wait_arguments(labels_to_wait_for, timeout)
         if labels_to_wait_for is None and not return_on_first_completed:
-            ended = interrupts.wait_in_slices(self._finished.wait, timeout)
+            ended = interrupts.wait_in_slices(self._stop.finished.wait, timeout)
         else:
             units = self.program.node_keys(labels_to_wait_for)
             ended = interrupts.wait_in_slices(lambda slice_secs: self._supervisor.wait_for_units(
@@ -370,34 +339,18 @@ class Controller(LaunchpadWorkers):
         if exc_type is None:
             self.wait()
         else:
-            self._finished.wait()
+            self._stop.finished.wait()
 
     def _stop_sequence(self) -> None:
-        with self._lock:
-            contexts = list(self._contexts)
-            stop_waiters, self._stop_waiters = self._stop_waiters, []
-        for future in stop_waiters:
-            settle(future, True)
-        for node_context in contexts:
-            node_context.notify_stop()
-        self._supervisor.wait_for_restarts_under_way()
-        ending.end_workers(self._supervisor.workers(), self._grace,
-                           f"of program {self.program_name}")
-        self._supervisor.all_ended("the program stopped")
-        with self._lock:
-            callbacks, self._finish_callbacks = self._finish_callbacks or [], None
-            self._ended_nodes = True
-            end_waiters, self._end_waiters = self._end_waiters, []
-        for future in end_waiters:
-            settle(future, True)
+        self._stop.run(self._supervisor.workers, self._grace,
+                       before_ending=self._supervisor.wait_for_restarts_under_way,
+                       after_ending=lambda: self._supervisor.all_ended("the program stopped"),
+                       close=self._close)
+
+    def _close(self) -> None:
+        """What the controller ends of its own once the nodes have: its server, its child
+        processes' starter, its context."""
         self._server.stop()
         control.forget(self.address)
         self._process_starter.close()
-        for callback in callbacks:
-            try:
-                callback()
-            except Exception:  # noqa: BLE001 - cleanup of one launcher must not block wait()
-                logging.exception("Cleanup of program %s failed", self.program_name)
         context.remove_process_context(self.launcher_context)
-        self._finished.set()
-
