@@ -206,6 +206,9 @@ def resolve(launcher: Launcher, programs: int,
     """
     _ignore_xm_options(launcher, {name: given.pop(name, None) for name in _XM_OPTIONS})
     test_case = given.pop("test_case", None)
+    unknown = sorted(set(given) - set(OPTIONS))
+    if unknown:  # (an engine's settings come in engine_settings)
+        raise TypeError(f"lp.launch got unknown options {', '.join(unknown)}")
     values = {name: option.value(name, given.get(name)) for name, option in OPTIONS.items()}
     settings = _settings(launcher, engine_settings or {})
     detach = bool(values["detach"]) or launcher.detach is Detach.ALWAYS

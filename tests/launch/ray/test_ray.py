@@ -176,7 +176,7 @@ def test_the_ray_address_flag_gives_the_settings(monkeypatch):
     ray = launchers.get("ray")
     assert launch_options.resolve(ray, 1).settings == lp.RaySettings(address="head:6379")
     given = lp.RaySettings(address="other:6379")
-    assert launch_options.resolve(ray, 1, ray=given).settings is given
+    assert launch_options.resolve(ray, 1, engine_settings={"ray": given}).settings is given
 
 
 def test_bad_ray_settings_are_named():

@@ -258,7 +258,7 @@ def test_flags_give_the_common_settings_and_settings_make_the_sbatch_options(mon
     settings = launch_options.resolve(slurm, 1).settings
     assert settings.sbatch_options() == ["--partition=gpu", "--time=30", "--signal=USR1@60"]
     given = lp.SlurmSettings(account="proj", stop_before_end_secs=0, sbatch_args=["--exclusive"])
-    assert launch_options.resolve(slurm, 1, slurm=given).settings is given
+    assert launch_options.resolve(slurm, 1, engine_settings={"slurm": given}).settings is given
     assert given.sbatch_options() == ["--account=proj", "--exclusive"]
     with pytest.raises(TypeError, match="a list of arguments"):
         lp.SlurmSettings(sbatch_args="--exclusive")
