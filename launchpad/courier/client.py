@@ -18,11 +18,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import datetime
-import heapq
-import itertools
 import keyword
-import threading
-import time
 import weakref
 from collections.abc import Callable
 from typing import Any, Protocol, Union
@@ -30,7 +26,9 @@ from typing import Any, Protocol, Union
 from launchpad.courier import errors
 from launchpad.courier._connection import channels as _transport
 from launchpad.courier._connection.connection import Connection
+from launchpad.courier._connection.deadlines import DeadlineWatcher
 from launchpad.courier._connection.in_flight import BlockingCall, StartedCall, settle
+from launchpad.courier._connection.slot import ConnectionSlot
 from launchpad.courier._in_process import direct_calls
 from launchpad.courier._serving.served_methods import LIST_METHODS
 from launchpad.courier._wire import serialization
@@ -97,8 +95,8 @@ class Client:
         self._compress = compress
         self._tls = tls
         self._transport = transport
-        self._slot = _ConnectionSlot()
-        self._deadlines = _DeadlineWatcher()
+        self._slot = ConnectionSlot()
+        self._deadlines = DeadlineWatcher()
         # Dropping a client without close() must not leave its threads and stream behind.
         weakref.finalize(self, self._slot.close, "the client was garbage collected")
         weakref.finalize(self, self._deadlines.close)
@@ -269,90 +267,3 @@ def transport_of(client: Client) -> str | None:
 def list_methods(client: Client) -> list[str]:
     """Returns the names of the methods the client's server serves."""
     return client._call(LIST_METHODS)
-
-
-class _ConnectionSlot:
-    """Holds a client's current connection; replaces it when broken; closes it once."""
-
-    def __init__(self):
-        self.connection: Connection | None = None
-        self._lock = threading.Lock()
-        self._closed_because: str | None = None
-
-    def get(self, open_connection: Callable[[], Connection]) -> Connection:
-        with self._lock:
-            if self._closed_because is not None:
-                raise errors.ClientClosedError(
-                    f"Courier client is closed: {self._closed_because}")
-            if self.connection is None or self.connection.broken:
-                self.connection = open_connection()
-            return self.connection
-
-    def close(self, why: str) -> None:
-        with self._lock:
-            if self._closed_because is None:
-                self._closed_because = why
-            current, self.connection = self.connection, None
-        if current is not None:
-            current.close(errors.ClientClosedError(why))
-
-
-class _DeadlineWatcher:
-    """Fails futures that outlive their call_timeout.
-
-    One thread per client runs while calls are in flight; it wakes for the earliest deadline,
-    not for every call, and at least once a second to drop calls that have finished, and it
-    ends when none is left. Futures are held weakly: a blocking call's future (and its
-    result) is freed when the call returns, long before its deadline would have come up.
-    """
-
-    _TIDY_SECS = 1.0
-
-    def __init__(self):
-        self._heap: list = []
-        self._condition = threading.Condition()
-        self._thread: threading.Thread | None = None
-        self._closed = False
-        self._order = itertools.count()
-
-    def watch(self, future, seconds: float, make_error: Callable[[], Exception]) -> None:
-        entry = (time.monotonic() + seconds, next(self._order), weakref.ref(future), make_error)
-        with self._condition:
-            if self._closed:
-                return
-            heapq.heappush(self._heap, entry)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="courier-deadlines",
-                                                daemon=True)
-                self._thread.start()
-            elif self._heap[0] is entry:  # the thread sleeps until a later deadline
-                self._condition.notify()
-
-    def close(self) -> None:
-        with self._condition:
-            self._closed = True
-            self._condition.notify()
-
-    def _run(self) -> None:
-        with self._condition:
-            while not self._closed:
-                heap = self._heap
-                while heap and _finished(heap[0][2]):
-                    heapq.heappop(heap)
-                if heap and heap[0][0] <= time.monotonic():
-                    _, _, future_ref, make_error = heapq.heappop(heap)
-                    future = future_ref()
-                    if future is not None:
-                        settle(future, exception=make_error())
-                    continue
-                self._heap = heap = [e for e in heap if not _finished(e[2])]
-                heapq.heapify(heap)
-                if not heap:
-                    break
-                self._condition.wait(min(heap[0][0] - time.monotonic(), self._TIDY_SECS))
-            self._thread = None
-
-
-def _finished(future_ref: weakref.ref) -> bool:
-    future = future_ref()
-    return future is None or future.done()

@@ -101,7 +101,7 @@ _ENGINES: list[Engine] = [
         entry_points={
             "pod-spec": EntryPoint("pod:run_node", "Kubernetes: the spec of a pod's node "
                                                    "(mounted, sealed)"),
-            "kubernetes-controller": EntryPoint("controller:run",
+            "kubernetes-controller": EntryPoint("controller_pod:run",
                                                 "Kubernetes: the launch's spec (mounted, "
                                                 "sealed), run as the program's controller"),
         }),

@@ -10,7 +10,7 @@ The objects are kubernetes_manifests.build's, the same `lp.kubernetes_manifests`
 created in order through the official `kubernetes` client (the kubeconfig's current context,
 else the in-cluster configuration; imported only here, when a launch needs it). The pods
 cannot reach the launching process, so the controller runs in the cluster, as its own Job
-(kubernetes/controller.py): a Kubernetes launch is always detached. `wait()` watches that Job
+(kubernetes/controller_pod.py): a Kubernetes launch is always detached. `wait()` watches that Job
 until it completes or fails and reads the program's outcome from its pod's log; `stop()`
 deletes everything labelled with the launch (Foreground: each pod gets SIGTERM, which stops
 the program gracefully, within its grace period); `kill()` deletes the pods at once.
@@ -26,7 +26,7 @@ from typing import Any
 
 from launchpad.launch.kubernetes import manifests as kubernetes_manifests
 from launchpad.launch.kubernetes import names
-from launchpad.launch.kubernetes.controller import OUTCOME_PREFIX
+from launchpad.launch.kubernetes.controller_pod import OUTCOME_PREFIX
 from launchpad.launch.kubernetes.errors import KubernetesError
 from launchpad.launch.kubernetes.names import LAUNCH_LABEL, NAME_ANNOTATION, ROLE_LABEL
 from launchpad.launch.runtime import errors

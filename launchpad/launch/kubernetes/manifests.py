@@ -56,7 +56,7 @@ _SPARE_SECS = 5  # terminationGracePeriodSeconds beyond what the stop itself tak
 
 @dataclasses.dataclass
 class LaunchSpec:
-    """What the controller's pod needs to control the program (kubernetes/controller.py)."""
+    """What the controller's pod needs to control the program (kubernetes/controller_pod.py)."""
 
     program: bytes  # cloudpickle of the Program
     termination_notice_secs: float

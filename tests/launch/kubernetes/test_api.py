@@ -19,7 +19,7 @@ pytest.importorskip("kubernetes", reason="the official Kubernetes client is not 
 
 import launchpad as lp
 from launchpad.launch.kubernetes import launcher as kubernetes
-from launchpad.launch.kubernetes.controller import OUTCOME_PREFIX
+from launchpad.launch.kubernetes.controller_pod import OUTCOME_PREFIX
 from launchpad.launch.kubernetes.names import LAUNCH_LABEL
 from launchpad.launch.kubernetes.settings import KubernetesSettings
 from launchpad.launch.runtime import errors
@@ -193,7 +193,7 @@ def test_validate_refuses_what_could_not_start():
 
 def test_the_client_is_imported_only_when_a_launch_needs_it():
     code = ("import sys, launchpad.cli, launchpad.launch.kubernetes.launcher, "
-            "launchpad.launch.kubernetes.controller; "
+            "launchpad.launch.kubernetes.controller_pod; "
             "assert 'kubernetes' not in sys.modules, 'imported'")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                           text=True, timeout=60)

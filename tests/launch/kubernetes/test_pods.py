@@ -11,7 +11,7 @@ import signal
 import pytest
 
 from launchpad.launch.kubernetes import manifests as kubernetes_manifests
-from launchpad.launch.kubernetes.controller import OUTCOME_PREFIX
+from launchpad.launch.kubernetes.controller_pod import OUTCOME_PREFIX
 from launchpad.launch.kubernetes.names import LAUNCH_LABEL
 from launchpad.launch.kubernetes.settings import KubernetesSettings
 from launchpad.launch.node_process import runner
