@@ -9,6 +9,7 @@ left to end with its process.
 
 from __future__ import annotations
 
+import abc
 import time
 from collections.abc import Sequence
 
@@ -18,10 +19,10 @@ from absl import logging
 KILL_AFTER_TERMINATE_SECS = 3.0
 
 
-class NodeWorker:
+class NodeWorker(abc.ABC):
     """What a launcher hands the controller for each thread, process, actor or pod it
-    started: every launcher's worker is a subclass, which overrides the methods that raise
-    here, and the hooks whose defaults do not fit it."""
+    started: every launcher's worker is a subclass, which implements the abstract methods,
+    and overrides the hooks whose defaults do not fit it."""
 
     name: str
     returncode: int | None = None  # how it ended (Controller.exit_codes); None while running
@@ -33,33 +34,35 @@ class NodeWorker:
     spawned_at: float | None = None
     pid: int = 0  # its process's id on this host; 0 where it has none here
 
+    @abc.abstractmethod
     def describe_end(self) -> str:
         """How it ended as its launcher saw it, e.g. 'killed by signal SIGKILL'."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def join(self, timeout: float) -> bool:
         """Waits up to `timeout` seconds; True if the worker has finished."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def terminate(self) -> bool:
         """Asks the worker to end now (SIGTERM); False if it cannot be ended (a thread)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def kill(self) -> None:
         """Ends the worker at once (SIGKILL); does nothing to a thread."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def restart(self) -> None:
         """Starts the worker's node again (after it failed)."""
-        raise NotImplementedError
 
     def run_started(self, instance: str) -> None:
         """The node's runner reported that its run `instance` started. A worker whose runs
         its launcher cannot see end (a pod, which the cluster runs and re-runs) learns of
-        them from the node this way, and from `run_reported`."""
+        them from the node this way, and from `run_reported`; others need nothing."""
+        return None
 
     def run_reported(self, instance: str, finished: bool) -> None:
         """The node reported how its run `instance` ended (`finished`: without failing)."""
+        return None
 
 
 def end_workers(workers: Sequence[NodeWorker], grace: float, whose: str) -> None:

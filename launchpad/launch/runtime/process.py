@@ -19,6 +19,7 @@ fresh one.
 
 from __future__ import annotations
 
+import abc
 import concurrent.futures
 import contextlib
 import os
@@ -64,16 +65,16 @@ def describe_exit(returncode: int) -> str:
     return f"exited with code {returncode}"
 
 
-class Spawner:
+class Spawner(abc.ABC):
     """What starts node runners: a fresh interpreter, the launch's fork server, or a Slurm
     host's agent (which starts them on its host, and signals them there)."""
 
+    @abc.abstractmethod
     def spawn(self, spec_path: str, settings: PythonProcess, stdio: Stdio, own_group: bool,
               on_exit: Callable[[int], None]) -> concurrent.futures.Future:
         """Starts the runner on `spec_path`; returns a future of its pid (so that many starts
         can be under way at once). `on_exit(returncode)` is called once when it has ended
         (negative: killed by that signal). The stdio descriptors may be closed on return."""
-        raise NotImplementedError
 
     def signal_group(self, pid: int, sig: int) -> None:
         """Signals the process group of a runner it started (here: this host's)."""
