@@ -13,6 +13,10 @@ import launchpad as lp
 TABLE = "transitions"
 GAMMA = 0.9
 FLUSH_TIMEOUT_MS = 5_000
+# The learner stops the program, then ends, and its server with it: an actor's call may fail
+# a moment before the stop reaches the actor. So long it waits for the stop before it takes
+# the failure for its own.
+STOP_REACHES_SECS = 10.0
 
 
 class Chain:
@@ -82,9 +86,9 @@ class Actor:
                 goals += self._play_episode(writer)
                 episodes += 1
         except Exception:
-            if not lp.stop_event().is_set():
+            if not lp.stop_event().wait(STOP_REACHES_SECS):
                 raise
-            # The program is stopping: the cacher or the replay node may be gone already.
+            # The program is stopping: the learner, the cacher or the replay node may be gone.
         finally:
             writer.close()
         print(f"actor {self._id}: {episodes} episodes, {goals} reached the goal", flush=True)
