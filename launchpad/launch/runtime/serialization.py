@@ -4,7 +4,8 @@ launch/serialization.py).
 Every launcher that moves a node - into a process, a job step, a pod, or through a pickle
 round trip under test_mt - pickles it here: `pickle_node`. A node that cannot be pickled
 fails the launch with `NodeSerializationError`, naming its group and node and saying what
-to do. `functools.lru_cache` wrappers pickle as a fresh cache around the same function
+to do. Code pickled by value keeps its file and lines (code_sources.py).
+`functools.lru_cache` wrappers pickle as a fresh cache around the same function
 (`enable_lru_cache_pickling_once`), as in Launchpad.
 """
 
@@ -16,8 +17,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-import cloudpickle
-
+from launchpad.launch.runtime import code_sources
 from launchpad.launch.runtime.errors import NodeSerializationError
 
 
@@ -48,7 +48,7 @@ def pickle_node(node: Any, label: str, name: str, *, threads: bool = False) -> b
     """
     enable_lru_cache_pickling_once()
     try:
-        return cloudpickle.dumps(node)
+        return code_sources.dumps(node)
     except Exception as e:
         remedy = ("pass serialize_py_nodes=False to lp.launch to run them as threads "
                   "without pickling" if threads else "they must pickle to run in a process")
