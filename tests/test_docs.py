@@ -69,7 +69,31 @@ def test_the_site_builds_strictly_without_importing_launchpad(tmp_path):
     result = subprocess.run([sys.executable, "-c", _BUILD, str(site)], cwd=ROOT,
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-4000:]
-    assert (site / "reference" / "launch" / "index.html").is_file()
+    assert (site / "reference" / "launch.html").is_file()
+    broken = [f"{page.relative_to(site)} -> {target}" for page, target in _links_of(site)
+              if not _opens_from_disk(page, target)]
+    assert not broken, "links that do not open a file from disk:\n" + "\n".join(broken)
+
+
+_HTML_LINK = re.compile(r'(?:href|src)="([^"]*)"')
+
+
+def _links_of(site: pathlib.Path) -> Iterator[tuple[pathlib.Path, str]]:
+    """Every link of every page of the built site to another place of the site (but those of
+    404.html, a web server's page, absolute by design: a browser on files never shows it)."""
+    for page in site.rglob("*.html"):
+        if page == site / "404.html":
+            continue
+        for target in _HTML_LINK.findall(page.read_text()):
+            if not re.match(r"^(#|[a-z][a-z0-9+.-]*:|//)", target):  # (a scheme: elsewhere)
+                yield page, target
+
+
+def _opens_from_disk(page: pathlib.Path, target: str) -> bool:
+    """Whether following `target` from `page`, as a browser does from a file: URL, opens a
+    file (a folder shows a listing, not the page)."""
+    path = target.split("#")[0].split("?")[0]
+    return not path or (page.parent / path).resolve().is_file()
 
 
 def _expanded(page: pathlib.Path) -> str:
