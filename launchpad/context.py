@@ -134,8 +134,8 @@ class NodeContext:
         this host, so it serves them alone (`Server(local_only=True)`: no gRPC), unless
         `remote_clients` (the node's handles ask for gRPC or TCP)."""
         local_only = self.one_host and not remote_clients
-        server = courier.Server(None, host=self.bind_host, token=self.token,
-                                tls=self.tls, local_only=local_only, **options)
+        server = courier.Server(None, host=self.bind_host, token=self.token, tls=self.tls,
+                                local_only=local_only, name=self.name, **options)
         self.servers.append(server)
         return server
 

@@ -11,6 +11,8 @@ cannot be rebuilt here.
 
 from __future__ import annotations
 
+import difflib
+
 from launchpad.courier._status import Status
 
 
@@ -51,21 +53,30 @@ class RemoteError(CourierError):  # code UNKNOWN
 
 
 class UnknownMethodError(CourierError, AttributeError):
-    """The server has no public method of that name; the message lists those it has."""
+    """The server has no public method of that name; the message names the server (a node
+    as label/index, when its server was given that name), suggests the closest method it
+    has, and lists them all.
+
+    Args:
+      method: the name called.
+      available: the server's public methods.
+      server: what the server is called: a node's name, else its address ('' if unknown).
+    """
 
     code = Status.NOT_FOUND
 
-    def __init__(self, method: str, available: list[str], address: str = ""):
-        where = f" at {address}" if address else ""
+    def __init__(self, method: str, available: list[str], server: str = ""):
         listing = ", ".join(available) if available else "(none)"
-        super().__init__(f"method {method} not found: courier server{where} has no method "
-                         f"{method!r}; its methods are: {listing}")
+        close = difflib.get_close_matches(method, available, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        super().__init__(f"method {method} not found: {_server_named(server)} has no method "
+                         f"{method!r}{hint}; its methods are: {listing}")
         self.method = method
         self.available = list(available)
-        self.address = address
+        self.server = server
 
     def __reduce__(self):
-        return (type(self), (self.method, self.available, self.address))
+        return (type(self), (self.method, self.available, self.server))
 
 
 class CallTimeoutError(CourierError, TimeoutError):
@@ -146,3 +157,10 @@ class PeerAborted(Exception):
         super().__init__(details)
         self.code = code
         self.details = details
+
+
+def _server_named(server: str) -> str:
+    """'node server/0', 'courier server at host:port', or 'courier server'."""
+    if not server:
+        return "courier server"
+    return f"courier server at {server}" if ":" in server else f"node {server}"

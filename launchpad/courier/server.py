@@ -34,17 +34,20 @@ class Server:
       local_only: serve this host's clients alone (in-process, the Unix socket): no gRPC, no
         TCP port (_serving/endpoints.Endpoints says when it serves every transport all the
         same).
+      name: what a caller's errors call the server (a node's 'label/index'); '' names it by
+        its address.
     """
 
     def __init__(self, obj: Any = None, *, port: int = 0, host: str = "127.0.0.1",
                  token: str = "", thread_pool_size: int = 16, tls: TLS | None = None,
-                 local_only: bool = False):
+                 local_only: bool = False, name: str = ""):
         if thread_pool_size < 1:
             raise ValueError(f"thread_pool_size must be >= 1, got {thread_pool_size}")
         self._host = host
         self._port = port
         self._tls = tls
         self._local_only = local_only
+        self._name = name
         self._stop_lock = threading.Lock()
         self._endpoints: endpoints.Endpoints | None = None
         self._address = ""
@@ -68,7 +71,7 @@ class Server:
         """Binds and starts serving; returns the bound address ('host:port')."""
         if self._endpoints is not None:
             raise RuntimeError(f"Courier server at {self._address} is already started")
-        self._dispatcher.calls.start(self._address)
+        self._dispatcher.calls.start(self._address, self._name)
         self._endpoints = endpoints.Endpoints(self._dispatcher, self._host, self._port,
                                               self._tls, self._local_only)
         host = f"[{self._host}]" if ":" in self._host else self._host

@@ -32,6 +32,7 @@ class MethodCalls:
     def __init__(self, obj: Any, thread_pool_size: int,
                  answered: Callable[[Any], None]):
         self.address = ""  # the server's, for errors; set when it starts
+        self._name = ""  # what a caller's errors call the server ('': its address)
         self.metrics = metrics.CallMetrics()  # every answered call, by method
         self._obj = obj
         self._ready = threading.Event()
@@ -45,13 +46,14 @@ class MethodCalls:
         self._context = contextvars.copy_context()
         self.workers: DaemonThreadPool | None = None
 
-    def start(self, address: str) -> None:
+    def start(self, address: str, name: str = "") -> None:
         """Calls run from now on in the context of this thread (the server's starter), so
         code served by a node sees that node's context on every handler thread. A message's
         calls but its last run on workers: no more threads than calls may run at once, so a
         message of thousands of calls (a burst of futures) waits in the pool's queue, not in
         thousands of threads."""
         self.address = address
+        self._name = name
         self._context = contextvars.copy_context()
         self.workers = DaemonThreadPool(self._call_slots.qsize(),
                                         thread_name_prefix="courier-worker")
@@ -117,7 +119,7 @@ class MethodCalls:
         try:
             self._wait_for_object(name)
             counted = metrics.UNKNOWN_METHOD
-            method = served_methods.method_of(self._obj, name, self.address)
+            method = served_methods.method_of(self._obj, name, self._name or self.address)
             counted = name
             args, kwargs = arguments()
             return method(*args, **kwargs)

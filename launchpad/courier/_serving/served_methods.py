@@ -25,11 +25,11 @@ def public_methods(obj: Any) -> list[str]:
     return sorted(names)
 
 
-def method_of(obj: Any, name: str, address: str) -> Callable[..., Any]:
+def method_of(obj: Any, name: str, server: str) -> Callable[..., Any]:
     """The method a call of `name` runs on `obj` (a batched handler's submit).
 
     Raises:
-      UnknownMethodError: `obj` serves no method `name` (the server at `address`).
+      UnknownMethodError: `obj` serves no method `name` (the error calls it `server`).
     """
     if name == LIST_METHODS:
         return lambda: public_methods(obj)
@@ -37,7 +37,7 @@ def method_of(obj: Any, name: str, address: str) -> Callable[..., Any]:
     if not name.startswith("_") or name == "__call__":
         method = getattr(obj, name, None)
     if not callable(method):
-        raise errors.UnknownMethodError(name, public_methods(obj), address)
+        raise errors.UnknownMethodError(name, public_methods(obj), server)
     return getattr(method, "__courier_submit__", method)
 
 
