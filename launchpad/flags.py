@@ -81,6 +81,10 @@ def define(flag_values: flags.FlagValues) -> None:
                         "auto), when lp.launch() is given no ray=lp.RaySettings(...); default "
                         "$RAY_ADDRESS, else a Ray started for the launch",
                         flag_values=flag_values)
+    flags.DEFINE_bool("lp_verbose_errors", False,
+                      "Show node tracebacks whole, launchpad's own frames included (by "
+                      "default they are left out; as LAUNCHPAD_VERBOSE_ERRORS=1 does)",
+                      flag_values=flag_values)
     flags.DEFINE_integer("lp_dashboard_port", None,
                          "Serve the program's web dashboard and /metrics on this port of "
                          "127.0.0.1 (its URL, with a token, is printed at launch), when "

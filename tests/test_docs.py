@@ -332,3 +332,21 @@ def test_the_hand_written_reference_names_what_the_code_has():
         if p.kind is not p.VAR_KEYWORD] + engines
     flags = _launch_flags()
     assert _rows(page, "Flags") == {f"--{name}": _flag_default(flags[name]) for name in flags}
+
+
+def test_the_readme_program_prints_what_the_readme_says(tmp_path):
+    """README's program, run as its console block shows (each launch type from the flag),
+    prints exactly the lines shown there."""
+    section = (ROOT / "README.md").read_text().split("[start:program]")[1]
+    blocks = dict((language, body) for language, body in _FENCE.findall(section)[:2])
+    script = tmp_path / "consumer_producers.py"
+    script.write_text(blocks["python"])
+    runs = re.findall(r"^\$ (python consumer_producers\.py.*)\n((?:[^$].*\n)*)",
+                      blocks["console"], re.MULTILINE)
+    assert len(runs) == 2, blocks["console"]
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
+           "TMPDIR": str(tmp_path)}
+    for command, shown in runs:
+        done = subprocess.run([sys.executable, *shlex.split(command)[1:]], cwd=tmp_path,
+                              env=env, capture_output=True, text=True, timeout=120)
+        assert (done.returncode, done.stdout, done.stderr) == (0, shown, ""), command

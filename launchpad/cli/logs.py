@@ -93,11 +93,16 @@ def run(args: argparse.Namespace) -> int:
 def _copy(client: control.ControllerClient, label: str, index: int, follow: bool,
           interrupted: threading.Event) -> None:
     """Prints the node's log; with `follow`, what comes next too until its run has ended
-    (or `interrupted` is set)."""
+    (or `interrupted` is set). A node that has printed nothing is said so, on stderr."""
     out = sys.stdout.buffer
     offset = 0
+    data, more = client.read_log(label, index, offset, _CHUNK, runs.CALL_SECS)
+    if not data:
+        print(f"launchpad: node {label}/{index} "
+              f"{'has printed nothing yet' if more else 'printed nothing'}"
+              f"{'; waiting for its output' if follow and more else ''}",
+              file=sys.stderr, flush=True)
     while not interrupted.is_set():
-        data, more = client.read_log(label, index, offset, _CHUNK, runs.CALL_SECS)
         if data:
             out.write(data)
             out.flush()
@@ -106,3 +111,4 @@ def _copy(client: control.ControllerClient, label: str, index: int, follow: bool
             return
         else:
             interrupted.wait(_FOLLOW_POLL_SECS)  # nothing to wait on across processes
+        data, more = client.read_log(label, index, offset, _CHUNK, runs.CALL_SECS)

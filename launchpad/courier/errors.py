@@ -69,7 +69,7 @@ class UnknownMethodError(CourierError, AttributeError):
         listing = ", ".join(available) if available else "(none)"
         close = difflib.get_close_matches(method, available, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
-        super().__init__(f"method {method} not found: {_server_named(server)} has no method "
+        super().__init__(f"{_server_named(server)} has no method "
                          f"{method!r}{hint}; its methods are: {listing}")
         self.method = method
         self.available = list(available)

@@ -18,15 +18,16 @@ from typing import Any
 from absl import logging
 
 from launchpad import context
+from launchpad import flags as lp_flags
 from launchpad.context import LaunchType
 from launchpad.courier import TLS
 from launchpad.launch import launchers, run_registry
 from launchpad.launch import options as launch_options
-from launchpad.launch.runtime import at_exit, interrupts, run_states
+from launchpad.launch.runtime import at_exit, interrupts, run_states, traceback_text
 from launchpad.launch.runtime.controller import Controller
 from launchpad.launch.runtime.controllers import Controllers
 from launchpad.launch.runtime.dry_run import DryRun
-from launchpad.launch.runtime.errors import LaunchError
+from launchpad.launch.runtime.errors import LaunchError, NodeSerializationError
 from launchpad.launch.runtime.launcher import Launcher, LaunchOptions, Plan
 from launchpad.launch.runtime.resources import Resources
 from launchpad.launch.runtime.terminals import NodeOutput
@@ -77,22 +78,35 @@ def launch(programs: Program | Sequence[Program],
         liveness_timeout_secs=liveness_timeout_secs, startup_timeout_secs=startup_timeout_secs,
         detach=detach, status=status, dashboard_port=dashboard_port, dry_run=dry_run,
         resume=resume, resume_partial=resume_partial)
-    plans = _prepare(checked, launcher, options)
-    if options.dry_run:
-        started = [DryRun(plan.program, launcher.name, plan.description).say()
-                   for plan in plans]
-    elif options.detach:  # the controller runs in the cluster; so does the program
-        started = [launcher.detached_runs().launch(plan.program, options) for plan in plans]
-    else:
-        started = []
-        try:
-            for plan in plans:
-                started.append(_start(plan, launcher))
-        except BaseException:
-            for plan in plans[len(started) + 1:]:  # (the failed one undid its own)
-                _undo(None, plan.output, None)
+    if lp_flags.value("lp_verbose_errors"):  # (nodes' processes inherit it)
+        os.environ[traceback_text.VERBOSE_VARIABLE] = "1"
+    try:
+        started = _launch_all(checked, launcher, options)
+    except NodeSerializationError as error:
+        if traceback_text.verbose():
             raise
+        # The user's mistake, named in its message: launchpad's frames between this call
+        # and where it was found would only bury it.
+        raise error.with_traceback(None) from None
     return started[0] if single else Controllers(started)
+
+
+def _launch_all(programs: list[Program], launcher: Launcher, options: LaunchOptions) -> list:
+    """Prepares every program, then dry-runs, detaches or starts each: what it started."""
+    plans = _prepare(programs, launcher, options)
+    if options.dry_run:
+        return [DryRun(plan.program, launcher.name, plan.description).say() for plan in plans]
+    if options.detach:  # the controller runs in the cluster; so does the program
+        return [launcher.detached_runs().launch(plan.program, options) for plan in plans]
+    started: list = []
+    try:
+        for plan in plans:
+            started.append(_start(plan, launcher))
+    except BaseException:
+        for plan in plans[len(started) + 1:]:  # (the failed one undid its own)
+            _undo(None, plan.output, None)
+        raise
+    return started
 
 
 def _check_program(program: Any) -> Program:

@@ -98,6 +98,12 @@ class Node(GraphNode):
         nodes it calls."""
         return ()
 
+    def named_arguments(self) -> list[tuple[str, str, Any]]:
+        """What the user gave the node, each as (what it is, where it is, the value): e.g.
+        ('its function', 'function', f), ("its argument 'holder'", 'args[1]', h); what an
+        error names when one does not pickle (runtime/serialization.py)."""
+        return []
+
     def callees(self) -> list["Node"]:
         found: list[Node] = []
         for handle in handles_in(self.arguments()):

@@ -76,7 +76,7 @@ def test_status_shows_every_node_and_the_failure_of_the_crasher(program, run_dir
     assert table["echo/0"][1] == "CourierNode" and table["main/0"][1] == "PyNode"
     assert table["crasher/0"][2] == "restarting"
     assert rows[len(NODES):] == [
-        "crasher/0: RuntimeError: crashed on purpose (exited with code 1) (restarted)"]
+        "crasher/0: RuntimeError: crashed on purpose (restarted)"]
 
 
 def test_status_as_json_is_the_controllers_whole_status(program, run_dir):
@@ -101,6 +101,12 @@ def test_logs_prints_what_a_node_wrote(program, run_dir):
         assert result.stdout == "main says 0\nmain says 1\nmain says 2\nmain is done\n"
     result = cli("logs", "worker/1", env=run_dir)
     assert (result.returncode, result.stdout) == (0, "worker 1 ready\n"), result.stderr
+
+
+def test_logs_of_a_node_that_printed_nothing_say_so(program, run_dir):
+    result = cli("logs", "echo", env=run_dir)
+    assert (result.returncode, result.stdout, result.stderr) == (
+        0, "", "launchpad: node echo/0 has printed nothing yet\n")
 
 
 def test_logs_of_a_group_of_several_needs_the_index(program, run_dir):

@@ -74,7 +74,8 @@ class ProcessesLauncher(Launcher):
                 termination_notice_secs=controller.termination_notice_secs,
                 liveness_timeout_secs=controller.liveness_timeout_secs,
                 bind_host=options.bind_address or spec.LOOPBACK, argv=settings.argv(),
-                env=settings.env, state=controller.state_spec(node.label))
+                env=settings.env, state=controller.state_spec(node.label),
+                failure_shown_by_launcher=output.terminal.shows_output)
             node_process = NodeProcess(
                 node.name, spec.write_spec_file(node_spec, output.folder), settings, spawner,
                 lambda name=node.name: output.terminal.open(name),

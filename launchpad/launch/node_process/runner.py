@@ -46,6 +46,7 @@ from launchpad.launch.runtime import (
     spec,
     state_store,
     terminals,
+    traceback_text,
 )
 from launchpad.nodes import base, running
 
@@ -59,16 +60,20 @@ def new_instance() -> str:
 
 
 def report(node_context: context.NodeContext, instance: str,
-           error: BaseException | None) -> None:
-    """Tells the controller how the node's run ended (nothing if the controller is gone)."""
+           error: BaseException | None) -> bool:
+    """Tells the controller how the node's run ended; False if the controller is gone (the
+    launcher's own observation then decides)."""
     controller = node_context.controller
-    with contextlib.suppress(Exception):  # gone: the launcher's own observation decides
+    try:
         if error is None:
             controller.node_finished(node_context.label, node_context.index, instance)
         else:
             controller.node_failed(node_context.label, node_context.index, instance,
                                    f"{type(error).__name__}: {error}",
                                    "".join(traceback.format_exception(error)), error)
+    except Exception:  # noqa: BLE001 - gone
+        return False
+    return True
 
 
 def run_in_thread(node: base.Node, node_context: context.NodeContext) -> BaseException | None:
@@ -206,10 +211,11 @@ def run_process(node_spec: spec.NodeSpec) -> int:
         # The node returned on the stop: its stop handlers may still run (e.g. saving, or
         # telling another node), and must finish before the process ends.
         node_context.handlers_done.wait(node_spec.termination_notice_secs)
+    told = False
     if child and error is not None:
-        spec.write_report(node_spec.report_path, error)
+        spec.write_report(node_spec.report_path, error)  # its parent node says it
     elif not child:
-        report(node_context, instance, error)
+        told = report(node_context, instance, error)
     if error is None:
         return 0
     if node_context.stop_event.is_set():
@@ -217,8 +223,8 @@ def run_process(node_spec: spec.NodeSpec) -> int:
         # launcher logs it as a failure during the stop; the report has the traceback.
         terminals.say(f"node {node_spec.name} raised while its program stopped: "
                       f"{type(error).__name__}: {error}")
-    else:
-        traceback.print_exception(error)
+    elif not child and not (told and node_spec.failure_shown_by_launcher):
+        traceback_text.print_exception(error)
     return EXIT_NODE_RAISED
 
 

@@ -165,8 +165,10 @@ def start_actors(program: Program, controller: Controller, options: LaunchOption
     for group, nodes in program.groups.items():
         node_settings = options.local_resources.get(group) or PythonProcess()
         for position, node in enumerate(nodes):
+            # Ray forwards node output to the launcher's screen.
             node_spec = spec.make_cluster_spec(node, controller, node_settings,
-                                               options.bind_address)
+                                               options.bind_address,
+                                               failure_shown_by_launcher=True)
             actor = actor_options({**ray_options(given.get(group)), **runtime_env,
                                    **placement.options(group, position)})
             worker = RayNodeWorker(

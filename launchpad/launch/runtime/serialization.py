@@ -14,11 +14,13 @@ from __future__ import annotations
 import copyreg
 import functools
 import os
+import sys
 from collections.abc import Sequence
 from typing import Any
 
-from launchpad.launch.runtime import code_sources
+from launchpad.launch.runtime import code_sources, unpicklable
 from launchpad.launch.runtime.errors import NodeSerializationError
+from launchpad.nodes.base import Node
 
 
 @functools.lru_cache(maxsize=1)
@@ -49,14 +51,46 @@ def pickle_node(node: Any, label: str, name: str, *, threads: bool = False) -> b
     enable_lru_cache_pickling_once()
     try:
         return code_sources.dumps(node)
-    except Exception as e:
-        remedy = ("pass serialize_py_nodes=False to lp.launch to run them as threads "
-                  "without pickling" if threads else "they must pickle to run in a process")
+    except Exception as e:  # noqa: BLE001 - whatever pickling raised, it is named below
+        where = "as a thread of a test_mt launch" if threads else "in its own process"
+        fix = _what_fails(node)
+        if threads:
+            fix += (" Or pass serialize_py_nodes=False to lp.launch: test_mt's nodes then "
+                    "run as threads unpickled.")
         raise NodeSerializationError(
-            f"{type(e).__name__}: {e}\nThe nodes associated to the label {label!r} were not "
-            f"serializable with cloudpickle (node {name}): make their functions, classes "
-            f"and arguments picklable (lp.Deferred builds an argument in the node), or "
-            f"{remedy}") from e
+            f"Node {name} of group {label!r} cannot be pickled to run {where}: {fix}\n"
+            f"(pickling said: {type(e).__name__}: {e})") from None
+
+
+def _what_fails(node: Any) -> str:
+    """The part of `node` that does not pickle, by the name its user gave it, and the fix."""
+    named = node.named_arguments() if isinstance(node, Node) else []
+    what, where, value = next(((what, where, value) for what, where, value in named
+                               if not unpicklable.pickles(value)), ("it", "node", node))
+    path, culprit = unpicklable.find(value)
+    kind = _type_name(culprit)
+    inside = f" holds {_a(kind)} at {where}{path}," if path else f" ({where}) is {_a(kind)},"
+    said = f"{what}{inside} which cannot be pickled."
+    if where == "function":
+        return (f"{said} Make {_a(kind)} where the function runs (in it, or in the object it "
+                f"builds), not outside it.")
+    made_by = value if not path or not isinstance(value, (dict, list, tuple)) else culprit
+    return (f"{said} Make it picklable, or let the node make it where it runs: pass "
+            f"lp.Deferred({_type_name(made_by)}, ...) in its place, which the node calls "
+            f"there.")
+
+
+def _type_name(value: Any) -> str:
+    """The type of `value` as its user knows it: their own class by its name, a standard
+    library's with its module (as pickle says it: '_thread.lock', 'socket.socket')."""
+    kind = type(value)
+    standard = kind.__module__.partition(".")[0] in sys.stdlib_module_names
+    return f"{kind.__module__}.{kind.__qualname__}" if standard and \
+        kind.__module__ != "builtins" else kind.__qualname__
+
+
+def _a(noun: str) -> str:
+    return f"an {noun}" if noun[:1].lower() in "aeiou" else f"a {noun}"
 
 
 def serialize_functions(data_file_path: str, description: str, functions: Sequence[Any]) -> None:

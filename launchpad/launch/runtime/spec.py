@@ -60,6 +60,9 @@ class NodeSpec:
     launch_type: str = ""  # the LaunchType's value
     one_host: bool = False  # whether every node of the program runs on this host
     state: StateSpec | None = None  # where its states go, when its group keeps state
+    # Whether its output shows on the launcher's screen, which then says its failure (once:
+    # the runner prints no traceback of a failure it reported; terminals.Terminal).
+    failure_shown_by_launcher: bool = False
 
     @property
     def name(self) -> str:
@@ -72,7 +75,8 @@ def make_spec(node: Any, program_context: Any, label: str, index: int, *,
               bind_host: str = LOOPBACK, report_path: str = "", argv: Sequence[str] = (),
               env: Mapping[str, str] | None = None,
               stop_signals: Mapping[str, str] | None = None,
-              state: StateSpec | None = None) -> NodeSpec:
+              state: StateSpec | None = None,
+              failure_shown_by_launcher: bool = False) -> NodeSpec:
     """The spec that runs `node` as node label/index of `program_context`'s program (any
     context of that program: it gives the controller, the token and the TLS settings).
 
@@ -89,11 +93,13 @@ def make_spec(node: Any, program_context: Any, label: str, index: int, *,
         launch_type=program_context.launch_type, one_host=program_context.one_host,
         stop_signals=dict(stop_signals or {}),
         sys_path=list(sys.path),
-        argv=[sys.argv[0] if sys.argv else "", *argv], env=dict(env or {}), state=state)
+        argv=[sys.argv[0] if sys.argv else "", *argv], env=dict(env or {}), state=state,
+        failure_shown_by_launcher=failure_shown_by_launcher)
 
 
 def make_cluster_spec(node: Any, controller: Any, settings: Any, bind_address: str | None,
-                      stop_signals: Mapping[str, str] | None = None) -> NodeSpec:
+                      stop_signals: Mapping[str, str] | None = None,
+                      failure_shown_by_launcher: bool = False) -> NodeSpec:
     """The spec of a node on a cluster's hosts, under `controller` (an lp.Controller): it
     heartbeats, binds the interface routed to the controller (or `bind_address`), and has its
     group's `settings` (an lp.PythonProcess: args and env).
@@ -107,7 +113,8 @@ def make_cluster_spec(node: Any, controller: Any, settings: Any, bind_address: s
                      liveness_timeout_secs=controller.liveness_timeout_secs,
                      bind_host=bind_address or ROUTED, argv=settings.argv(),
                      env=settings.env, stop_signals=stop_signals,
-                     state=controller.state_spec(node.label))
+                     state=controller.state_spec(node.label),
+                     failure_shown_by_launcher=failure_shown_by_launcher)
 
 
 def encode(spec: NodeSpec) -> bytes:

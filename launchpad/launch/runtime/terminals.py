@@ -81,6 +81,10 @@ def choose(terminal: str | None) -> str:
 class Terminal(abc.ABC):
     """Gives each node process its stdin, stdout and stderr."""
 
+    # Whether node output shows where the launcher's own does: then a node leaves its
+    # failure to the launcher to say (once, as wait()'s error), and `add_to_log` keeps it.
+    shows_output = False
+
     @abc.abstractmethod
     def open(self, name: str) -> tuple[Stdio, bool]:
         """File descriptors for the process of node `name` (opened anew on each restart),
@@ -102,6 +106,12 @@ class Terminal(abc.ABC):
     def writing(self, name: str) -> bool:
         """Whether output of node `name`'s processes may still be on its way to its log."""
         return False
+
+    def add_to_log(self, name: str, text: str) -> None:
+        """Appends `text` to node `name`'s log and not to the screen: a failure the node left
+        the launcher to show (see `shows_output`). Nothing where the node's output is not
+        on the launcher's screen: the node wrote it there itself."""
+        del name, text
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,6 +154,7 @@ class CurrentTerminal(Terminal):
     `log_dir`, appends it unprefixed to the node's log there)."""
 
     _COLOURS = (32, 34, 35, 36, 33, 31)  # green, blue, magenta, cyan, yellow, red
+    shows_output = True
 
     def __init__(self, out: TextIO, log_dir: str | None = None):
         self._out = out
@@ -173,6 +184,16 @@ class CurrentTerminal(Terminal):
 
     def writing(self, name: str) -> bool:
         return self._pump.writing(name)
+
+    def add_to_log(self, name: str, text: str) -> None:
+        if self._log_dir is None:
+            return
+        with contextlib.suppress(OSError):  # a log that cannot be written loses only this
+            log = os.open(log_path(self._log_dir, name), os.O_WRONLY | os.O_APPEND)
+            try:
+                os.write(log, (text.rstrip("\n") + "\n").encode(errors="replace"))
+            finally:
+                os.close(log)
 
 
 class FilesTerminal(Terminal):

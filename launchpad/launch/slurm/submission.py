@@ -160,7 +160,8 @@ def start_nodes(program: Program, controller: Controller, job: SlurmJob,
         node_settings = dataclasses.replace(given, env={**(given.env or {}),
                                                         **offsets[node.name]})
         node_spec = spec.make_cluster_spec(node, controller, node_settings,
-                                           options.bind_address, _stop_signals(settings))
+                                           options.bind_address, _stop_signals(settings),
+                                           failure_shown_by_launcher=term.shows_output)
         node_process = NodeProcess(
             node.name, spec.write_spec_file(node_spec, run_dir), given,
             agents[(slot.component, slot.host)], lambda name=node.name: term.open(name),

@@ -8,6 +8,7 @@ names (`function`, `constructor`), so a keyword argument of the user's own named
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -40,6 +41,22 @@ class PyNode(base.Node):
 
     def runs(self) -> str:
         return base.name_of(self._function)
+
+    def named_arguments(self) -> list[tuple[str, str, Any]]:
+        try:
+            parameters = list(inspect.signature(self._function).parameters.values())
+        except (TypeError, ValueError):  # a builtin, or a callable without a signature
+            parameters = []
+        positional = [p.name for p in parameters if p.kind in (
+            p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        named = [(f"its function {self.runs()}", "function", self._function)]
+        for position, value in enumerate(self._args):
+            what = (f"its argument {positional[position]!r}" if position < len(positional)
+                    else f"its argument {position + 1}")
+            named.append((what, f"args[{position}]", value))
+        named += [(f"its argument {key!r}", f"kwargs[{key!r}]", value)
+                  for key, value in self._kwargs.items()]
+        return named
 
     def run(self) -> None:
         args, kwargs = dereference.dereference_all((self._args, self._kwargs))

@@ -60,7 +60,8 @@ def test_a_script_that_waits_by_itself_is_unaffected(launch_type):
 def test_a_program_failing_after_main_returned_gives_exit_status_1(launch_type):
     script = _script("fails", launch_type)
     assert script.finish() == 1, script.output
-    assert "Node fails/0 of program 'fails' failed: RuntimeError: the node broke" in script.output
+    assert "launchpad: Node fails/0 of program 'fails' failed; its traceback" in script.output
+    assert script.output.count("RuntimeError: the node broke") == 1, script.output
     assert "atexit ran" in script.output  # the script's own exit handlers still ran
 
 

@@ -203,6 +203,12 @@ class Controller(LaunchpadWorkers):
         none. For attaching a profiler or debugger."""
         return {w.name: w.pid for w in self._supervisor.workers() if w.pid}
 
+    def log_failure(self, name: str, node_traceback: str) -> None:
+        """Keeps node `name`'s traceback in its log where its output shows on this screen:
+        the node printed none, leaving its failure to wait()'s error (terminals.Terminal)."""
+        if self.output is not None and self.output.terminal.shows_output and node_traceback:
+            self.output.terminal.add_to_log(name, node_traceback)
+
     def exit_codes(self) -> dict[str, int | None]:
         """'label/index' -> how each node's process (or thread) ended: 0 done, > 0 its exit
         code, < 0 the signal that killed it, None still running."""

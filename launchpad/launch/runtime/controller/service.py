@@ -125,8 +125,9 @@ class ControllerService:
 
     def node_failed(self, label: str, index: int, instance: str, reason: str,
                     node_traceback: str, exception: bytes) -> None:
-        self._supervisor.reported(self._registry.check_node(label, index), instance,
-                                  (reason, node_traceback, exception))
+        unit = self._registry.check_node(label, index)
+        self._controller.log_failure(f"{label}/{index}", node_traceback)
+        self._supervisor.reported(unit, instance, (reason, node_traceback, exception))
 
     def request_stop(self, reason: str) -> None:
         if reason:

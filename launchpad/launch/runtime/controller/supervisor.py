@@ -34,7 +34,7 @@ from collections.abc import Callable
 
 from absl import logging
 
-from launchpad.launch.runtime import errors
+from launchpad.launch.runtime import errors, terminals
 from launchpad.launch.runtime.controller.node_book import NodeBook
 from launchpad.launch.runtime.controller.registry import AddressRegistry, NodeKey
 from launchpad.launch.runtime.ending import KILL_AFTER_TERMINATE_SECS, NodeWorker
@@ -108,8 +108,8 @@ class Supervisor:
         if worker.returncode == 0 or worker.ended_by_launcher:
             self._finished(unit)
         elif outcome not in ("none", _FINISHED):
-            reason, node_traceback, cause = outcome
-            self._failed(unit, f"{reason} ({worker.describe_end()})", node_traceback, cause)
+            # Its exit (code 1: it raised) says nothing the node's report did not.
+            self._failed(unit, *outcome)
         else:
             self._failed(unit, worker.describe_end())
 
@@ -233,16 +233,19 @@ class Supervisor:
             self._running.discard(unit)
             self._changed.notify_all()
             self._registry.node_ended(unit, f"node {_name(unit)} failed")
-            restarts = self._restarts.get(unit, 0)
-            if restarts:
-                reason += f" (after {restarts} restart{'s' if restarts > 1 else ''})"
             if self._stopping or self.failure is not None:
                 logging.warning("Node %s of %s failed while the program was stopping: %s",
                                 _name(unit), self._program, reason)
                 return
             self.failure = errors.node_failure(self._program, _name(unit), reason,
-                                               node_traceback, cause)
-        logging.error("Node %s of program %s failed: %s", _name(unit), self._program, reason)
+                                               node_traceback, cause,
+                                               self._restarts.get(unit, 0))
+        # One line now (the program may take its grace period to stop); the failure itself
+        # is said once, by wait() raising it (or the exit printing it, if nothing waits).
+        what = (type(cause).__name__ if cause is not None
+                else reason.partition(":")[0] if node_traceback else reason)
+        terminals.say(f"node {_name(unit)} of program {self._program!r} failed ({what}); "
+                      f"stopping the program")
         self._stop()
 
     def _restart_if_allowed(self, unit: NodeKey, reason: str) -> bool:
