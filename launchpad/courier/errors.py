@@ -53,7 +53,8 @@ class RemoteError(CourierError):  # code UNKNOWN
 
 
 class UnknownMethodError(CourierError, AttributeError):
-    """The server has no public method of that name; the message names the server (a node
+    """The server has no public method of that name; the message (Launchpad's words first:
+    "method NAME not found", which code written for it looks for) names the server (a node
     as label/index, when its server was given that name), suggests the closest method it
     has, and lists them all.
 
@@ -69,7 +70,7 @@ class UnknownMethodError(CourierError, AttributeError):
         listing = ", ".join(available) if available else "(none)"
         close = difflib.get_close_matches(method, available, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
-        super().__init__(f"{_server_named(server)} has no method "
+        super().__init__(f"method {method} not found: {_server_named(server)} has no method "
                          f"{method!r}{hint}; its methods are: {listing}")
         self.method = method
         self.available = list(available)

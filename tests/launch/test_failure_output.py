@@ -144,7 +144,8 @@ def test_an_unpicklable_argument_is_named_with_its_path_and_the_fix(tmp_path):
     script, printed, code = run_script(tmp_path, UNPICKLABLE, "--lp_launch_type=local_mp")
     lines = printed.rstrip("\n").split("\n")
     assert code == 1 and len(lines) <= 20, printed
-    assert ("NodeSerializationError: Node worker/0 of group 'worker' cannot be pickled to run "
+    assert ("NodeSerializationError: The nodes associated to the label 'worker' were not "
+            "serializable with cloudpickle: node worker/0 cannot be pickled to run "
             "in its own process: its argument 'holder' holds a _thread.lock at "
             "args[1].lock, which cannot be pickled. Make it picklable, or let the node make "
             "it where it runs: pass lp.Deferred(Holder, ...) in its place") in printed, printed

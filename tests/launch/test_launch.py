@@ -432,7 +432,8 @@ def test_an_empty_program_cannot_be_launched():
 def test_unpicklable_node_is_named_under_test_mt(request):
     program = lp.Program("p")
     program.add_node(lp.PyNode(print, threading.Lock()), label="locked")
-    with pytest.raises(ValueError, match="Node locked/0 of group 'locked' cannot be pickled"):
+    with pytest.raises(ValueError, match="label 'locked' were not serializable with "
+                                         "cloudpickle: node locked/0 cannot be pickled"):
         lp.launch(program, launch_type="test_mt", test_case=request)
 
 

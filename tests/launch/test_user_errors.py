@@ -29,8 +29,8 @@ def test_an_unknown_method_names_the_node_and_the_method_meant(launch_type):
     finally:
         controller.stop()
         controller.wait(timeout=60)
-    assert str(raised.value) == ("node server/0 has no method 'pnig' (did you mean 'ping'?); "
-                                 "its methods are: ping, put")
+    assert str(raised.value) == ("method pnig not found: node server/0 has no method 'pnig' "
+                                 "(did you mean 'ping'?); its methods are: ping, put")
 
 
 def test_a_server_without_a_name_is_named_by_its_address_and_nothing_close_is_offered():
@@ -43,5 +43,5 @@ def test_a_server_without_a_name_is_named_by_its_address_and_nothing_close_is_of
     finally:
         courier.close(client)
         server.stop()
-    assert str(raised.value) == (f"courier server at {address} has no method 'restart'; its "
-                                 "methods are: ping, put")
+    assert str(raised.value) == (f"method restart not found: courier server at {address} has "
+                                 "no method 'restart'; its methods are: ping, put")

@@ -60,12 +60,22 @@ class NodeFailedError(LaunchError, RuntimeError):
         return (_rebuilt, (type(self).node_exception_type, self.program,
                            self.node, self.reason, self.node_traceback, self.restarts))
 
+    @property
+    def summary(self) -> str:
+        """The failure in one line, its reason included (a status, the dashboard's banner)."""
+        return f"{_header(self.program, self.node, self.restarts)}: {self.reason}"
 
-def _failure_message(program: str, node: str, reason: str, node_traceback: str,
-                     restarts: int) -> str:
+
+def _header(program: str, node: str, restarts: int) -> str:
     header = f"Node {node} of program {program!r} failed"
     if restarts:
         header += f" (after {restarts} restart{'s' if restarts > 1 else ''})"
+    return header
+
+
+def _failure_message(program: str, node: str, reason: str, node_traceback: str,
+                     restarts: int) -> str:
+    header = _header(program, node, restarts)
     if not node_traceback.strip():
         return f"{header}: {reason}"
     text, hidden = traceback_text.shorten(node_traceback)

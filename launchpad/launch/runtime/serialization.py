@@ -57,8 +57,9 @@ def pickle_node(node: Any, label: str, name: str, *, threads: bool = False) -> b
         if threads:
             fix += (" Or pass serialize_py_nodes=False to lp.launch: test_mt's nodes then "
                     "run as threads unpickled.")
-        raise NodeSerializationError(
-            f"Node {name} of group {label!r} cannot be pickled to run {where}: {fix}\n"
+        raise NodeSerializationError(  # (Launchpad's words first: code looks for them)
+            f"The nodes associated to the label {label!r} were not serializable with "
+            f"cloudpickle: node {name} cannot be pickled to run {where}: {fix}\n"
             f"(pickling said: {type(e).__name__}: {e})") from None
 
 

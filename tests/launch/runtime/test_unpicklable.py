@@ -35,7 +35,8 @@ def refusal(node) -> str:
 def test_the_path_goes_through_attributes_keys_and_positions():
     message = refusal(lp.CourierNode(Worker, {"lr": 1}, Holder()))
     assert message.startswith(
-        "Node worker/0 of group 'worker' cannot be pickled to run in its own process: its "
+        "The nodes associated to the label 'worker' were not serializable with cloudpickle: "
+        "node worker/0 cannot be pickled to run in its own process: its "
         "argument 'holder' holds a _thread.lock at args[1].config['locks'][1], which cannot "
         "be pickled. Make it picklable, or let the node make it where it runs: pass "
         "lp.Deferred(Holder, ...) in its place, which the node calls there.\n"

@@ -229,7 +229,7 @@ class Controller(LaunchpadWorkers):
             state=("stopped" if self._stop.finished.is_set() else
                    "stopping" if self._stop.stopping.is_set() else
                    "pending" if self.pending else "running"),
-            stop_reason=self.stop_reason, failure=str(failure) if failure else "",
+            stop_reason=self.stop_reason, failure=failure.summary if failure else "",
             nodes=self._book.statuses(self._registry.addresses_by_unit()),
             log_dir=self.log_dir, pending=self.pending)
 
