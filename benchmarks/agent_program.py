@@ -92,6 +92,9 @@ class Environment:
         if rest > 0:
             time.sleep(rest)  # the simulator's wall time: what a step waits for
         self._count += 1
+        return self.last()
+
+    def last(self) -> np.ndarray:
         return self._observations[self._count % 4]
 
 
@@ -202,6 +205,34 @@ class Actor:
                 raise
         finally:
             writer.close()
+
+
+def reverb_floor_us(config: dict, steps: int = 1000) -> dict:
+    """What Reverb alone costs per env step, without any framework: one process stepping the
+    same environment and writing each step to a Reverb server of its own (no sampler, so no
+    rate limiter waits); CPU microseconds per step, all of the process's threads (client and
+    server), with the environment's set cost still in."""
+    import reverb
+    server = reverb.Server([reverb.Table(TABLE, sampler=reverb.selectors.Uniform(),
+                                         remover=reverb.selectors.Fifo(),
+                                         max_size=config["max_items"],
+                                         rate_limiter=reverb.rate_limiters.MinSize(1))])
+    env = Environment(config["step_ms"] / 1e3, config["cpu_us"] / 1e6, tuple(config["obs"]), 0)
+    client = reverb.Client(f"localhost:{server.port}")
+    try:
+        figures = {}
+        for name, stepping in (("write_only", False), ("with_environment", True)):
+            writer = client.trajectory_writer(num_keep_alive_refs=1)
+            started = time.process_time()
+            for _ in range(steps):
+                writer.append({"observation": env.step() if stepping else env.last()})
+                writer.create_item(TABLE, 1.0, {"observation": writer.history["observation"][-1]})
+            writer.flush()
+            writer.close()
+            figures[name] = (time.process_time() - started) / steps * 1e6
+        return figures
+    finally:
+        server.stop()
 
 
 def make_tables(config: dict):
@@ -332,6 +363,8 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("--max_items", type=int, default=2000)
     parser.add_argument("--cacher", action="store_true")
     parser.add_argument("--launch_type", default="local_mp")
+    parser.add_argument("--floor", action="store_true", help="measure what Reverb alone "
+                        "costs per step (reverb_floor_us) instead of running the program")
     parser.add_argument("--out", required=True)
     return parser
 
@@ -344,6 +377,10 @@ def config_of(args: argparse.Namespace) -> dict:
 def main() -> None:
     args = arguments().parse_args()
     config = config_of(args)
+    if args.floor:
+        with open(args.out, "w") as f:
+            json.dump(reverb_floor_us(config), f)
+        return
     controller = lp.launch(make_program(config), launch_type=args.launch_type,
                            terminal="output_to_files")
     if controller is not None and hasattr(controller, "wait"):

@@ -16,7 +16,9 @@ Each size runs once per system and way of fetching, interleaved (the machine dri
 * `launchpad`: DeepMind Launchpad 0.5.2, local_mp, the same file run by its interpreter;
 * `ray`: bare Ray actors with the same code (`_agent_ray.py`).
 
-Per run: env steps/s and the ideal, learner updates/s, weight fetches' p50/p99, the age of the
+First, what Reverb alone costs per step (one process writing the same steps to a server of its
+own: `reverb_floor_cpu_us_per_step`), the floor under every system's CPU per step. Per run:
+env steps/s and the ideal, learner updates/s, weight fetches' p50/p99, the age of the
 weights acted with (learner steps), CPU seconds per env step (all, and the framework's share:
 all but the environments' set cost and the learner's update), PSS per actor, the start-up
 (launch until every actor has stepped), and whether every step written reached the table.
@@ -80,7 +82,8 @@ def run_once(system: str, actors: int, fetch: str, flags: list[str]) -> dict[str
             env.pop("PYTHONPATH", None)
         else:
             module = "benchmarks._agent_ray" if system == "ray" else "benchmarks.agent_program"
-            argv, cwd = [sys.executable, "-m", module, *args], str(ROOT)
+            argv, cwd = [sys.executable, "-m", module, *args,
+                         *(["--floor"] if system == "floor" else [])], str(ROOT)
         try:
             done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True,
                                   timeout=RUN_TIMEOUT_S, start_new_session=True)
@@ -112,8 +115,15 @@ def framework_cpu_us(figures: dict) -> float | None:
     return (cpu["all"] - cpu["environment"] - cpu["learner_update"]) / steps * 1e6
 
 
-def ratios(runs: list[dict]) -> list[dict]:
-    """Ours against each other system, per size and way of fetching."""
+def cpu_us_per_step(figures: dict) -> float | None:
+    """CPU per env step of every process of the run."""
+    cpu, steps = figures.get("cpu_s"), figures.get("env_steps")
+    return cpu["all"] / steps * 1e6 if cpu and steps else None
+
+
+def ratios(runs: list[dict], floor_us: float) -> list[dict]:
+    """Ours against each other system, and against Reverb alone (`floor_us` per step: the
+    least any framework's agent can cost), per size and way of fetching."""
     found = {(r["system"], r["actors"], r["fetch"]): r for r in runs if "error" not in r}
     table = []
     for (system, actors, fetch), ours in sorted(found.items()):
@@ -121,7 +131,8 @@ def ratios(runs: list[dict]) -> list[dict]:
             continue
         row: dict[str, Any] = {"actors": actors, "fetch": fetch,
                                "ours_vs_ideal": ours["env_steps_per_s"]
-                               / ours["ideal_steps_per_s"]}
+                               / ours["ideal_steps_per_s"],
+                               "cpu_vs_reverb_floor": cpu_us_per_step(ours) / floor_us}
         for other in SYSTEMS[1:]:
             theirs = found.get((other, actors, fetch))
             if theirs:
@@ -155,6 +166,8 @@ def main() -> None:
         systems.remove("launchpad")
     flags = ["--seconds", str(args.seconds), "--warmup_s", str(args.warmup_s), "--obs",
              args.obs, "--step_ms", str(args.step_ms), "--cpu_us", str(args.cpu_us)]
+    floor = run_once("floor", 0, "direct", flags)
+    say(f"Reverb alone: {floor}")
     runs = []
     for actors in [int(n) for n in args.actors.split(",")]:
         for fetch in args.fetch.split(","):
@@ -162,11 +175,13 @@ def main() -> None:
                 say(f"{system}, {actors} actors, {fetch} fetch")
                 figures = run_once(system, actors, fetch, flags)
                 runs.append({"system": system, "actors": actors, "fetch": fetch, **figures,
+                             "cpu_us_per_step": cpu_us_per_step(figures),
                              "framework_cpu_us_per_step": framework_cpu_us(figures)})
                 if "error" in figures:
                     say(f"  failed: {figures['error'][-300:]}")
     print(json.dumps({"machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
-                      "flags": flags, "runs": runs, "ratios": ratios(runs)}, indent=1))
+                      "flags": flags, "reverb_floor_cpu_us_per_step": floor, "runs": runs,
+                      "ratios": ratios(runs, floor["with_environment"])}, indent=1))
 
 
 if __name__ == "__main__":

@@ -29,6 +29,11 @@ def draw(report: dict, out: str) -> None:
         sizes = sorted({r["actors"] for r in mine})
         ideal = {r["actors"]: r["ideal_steps_per_s"] for r in mine}
         axis.plot(sizes, [ideal[n] for n in sizes], "k--", label="ideal (actors / step time)")
+        floor = report.get("reverb_floor_cpu_us_per_step", {}).get("with_environment")
+        if floor:  # the most steps the machine's CPUs can write, at Reverb's own cost
+            axis.axhline(report["machine"]["cpus"] / (floor * 1e-6), color="grey", ls=":",
+                         label=f"{report['machine']['cpus']} CPUs / Reverb's cost per step "
+                               f"({floor:.0f} us)")
         for system in COLOURS:
             points = sorted((r["actors"], r["env_steps_per_s"]) for r in mine
                             if r["system"] == system)
@@ -36,6 +41,7 @@ def draw(report: dict, out: str) -> None:
                 axis.plot(*zip(*points, strict=True), "o-", color=COLOURS[system],
                           label=NAMES[system])
         axis.set_xscale("log", base=2)
+        axis.set_xticks(sizes, [str(n) for n in sizes])
         axis.set_yscale("log")
         axis.set_xlabel("actors")
         source = "through a CacherNode" if fetch == "cacher" else "from the learner"
@@ -43,7 +49,7 @@ def draw(report: dict, out: str) -> None:
         axis.grid(True, which="both", alpha=0.3)
     axes[0][0].set_ylabel("environment steps / s")
     axes[0][-1].legend(loc="upper left", fontsize=8)
-    figure.suptitle(f"A distributed agent on {report['machine']['cpus']} CPUs: 5 ms env steps, "
+    figure.suptitle(f"A distributed agent on {report['machine']['cpus']} CPUs: 5 ms env steps,\n"
                     "84x84x4 observations into Reverb, 4 MB weights every 100 steps", fontsize=9)
     figure.tight_layout()
     figure.savefig(out, dpi=110)
