@@ -13,7 +13,8 @@ the framework's: writing each step to Reverb, fetching 4 MB of weights every 100
 Each size runs once per system and way of fetching, interleaved (the machine drifts), as:
 
 * `ours`: this project, local_mp;
-* `launchpad`: DeepMind Launchpad 0.5.2, local_mp, the same file run by its interpreter;
+* `launchpad`: DeepMind Launchpad 0.5.2, local_mp, the same file run by its interpreter
+  (direct fetches only: 0.5.2 has no CacherNode);
 * `ray`: bare Ray actors with the same code (`_agent_ray.py`).
 
 First, what Reverb alone costs per step (one process writing the same steps to a server of its
@@ -172,6 +173,8 @@ def main() -> None:
     for actors in [int(n) for n in args.actors.split(",")]:
         for fetch in args.fetch.split(","):
             for system in systems:
+                if system == "launchpad" and fetch == "cacher":
+                    continue  # Launchpad 0.5.2 has no CacherNode (its 0.3 had)
                 say(f"{system}, {actors} actors, {fetch} fetch")
                 figures = run_once(system, actors, fetch, flags)
                 runs.append({"system": system, "actors": actors, "fetch": fetch, **figures,
