@@ -21,7 +21,7 @@ def draw(report: dict, out: str) -> None:
     from matplotlib import pyplot
 
     runs = [r for r in report["runs"] if "error" not in r]
-    fetches = sorted({r["fetch"] for r in runs})
+    fetches = sorted({r["fetch"] for r in runs}, key=lambda fetch: fetch != "direct")
     figure, axes = pyplot.subplots(1, len(fetches), figsize=(6 * len(fetches), 4.5),
                                    squeeze=False, sharey=True)
     for axis, fetch in zip(axes[0], fetches, strict=True):
@@ -48,7 +48,7 @@ def draw(report: dict, out: str) -> None:
         axis.set_title(f"weights fetched {source}")
         axis.grid(True, which="both", alpha=0.3)
     axes[0][0].set_ylabel("environment steps / s")
-    axes[0][-1].legend(loc="upper left", fontsize=8)
+    axes[0][0].legend(loc="upper left", fontsize=8)
     figure.suptitle(f"A distributed agent on {report['machine']['cpus']} CPUs: 5 ms env steps,\n"
                     "84x84x4 observations into Reverb, 4 MB weights every 100 steps", fontsize=9)
     figure.tight_layout()
