@@ -23,3 +23,10 @@ def test_a_short_run_counts_every_step_written(system, fetch, no_leaked_processe
     assert figures["cpu_s"]["all"] >= figures["cpu_s"]["actors"] > 0
     assert figures["pss_mb_per_actor"] > 0
     assert agent_scaling.framework_cpu_us(figures) > 0
+
+
+def test_reverb_alone_is_measured_as_the_floor_under_every_system(no_leaked_processes):
+    floor = agent_scaling.run_once("floor", 0, "direct", FLAGS)
+    assert "error" not in floor, floor.get("error")
+    # Stepping the environment between writes costs Reverb's threads their wake-ups.
+    assert 0 < floor["write_only"] < floor["with_environment"]
