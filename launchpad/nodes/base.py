@@ -152,6 +152,17 @@ class Node(GraphNode):
                 or (a._owning_node is None and a.label is not None
                     and (a.label, a.index) == (self.label, self.index))]
 
+    # The large modules this node type's own code imports where it runs (see heavy_imports).
+    own_imports: tuple[str, ...] = ()
+
+    def heavy_imports(self) -> tuple[str, ...]:
+        """The large modules this node's process will import: its type's own and those of the
+        clients its handles become. A launcher may start the node as a fork of a process that
+        has them imported already, so that the node shares their pages (a few hundred MB for
+        TensorFlow) and their import time with every node that needs the same ones."""
+        found = {module for handle in self.input_handles for module in handle.client_imports}
+        return tuple(sorted(found.union(self.own_imports)))
+
     @property
     def input_handles(self) -> list[Handle]:
         """The handles in the node's arguments: the nodes it calls (Launchpad's name)."""

@@ -95,6 +95,11 @@ class MultiThreadingColocation(_Colocation):
         super().__init__(nodes)
         self._return_on_first_completed = return_on_first_completed
 
+    def heavy_imports(self) -> tuple[str, ...]:
+        """Its nodes' (they run in its process)."""
+        modules = {m for node in self._nodes for m in node.heavy_imports()}
+        return tuple(sorted(modules.union(super().heavy_imports())))
+
     def run(self) -> None:
         self._check_not_empty()
         with running.running_context() as parent:

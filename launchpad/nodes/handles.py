@@ -28,6 +28,11 @@ class Handle(Dereferenceable):
     that dereferences it.
     """
 
+    # The large modules the client this handle becomes imports when used: a node holding
+    # the handle may be started as a fork of a process that has them imported already, so
+    # that it shares their pages instead of importing them again (Node.heavy_imports).
+    client_imports: tuple[str, ...] = ()
+
     def __init__(self, node: "Node"):
         self._node: Node | None = node  # not pickled
         self._identity: tuple[str, str, int] | None = None  # set when pickled

@@ -79,7 +79,7 @@ class ProcessesLauncher(Launcher):
             node_process = NodeProcess(
                 node.name, spec.write_spec_file(node_spec, output.folder), settings, spawner,
                 lambda name=node.name: output.terminal.open(name),
-                on_exit=controller.worker_ended)
+                on_exit=controller.worker_ended, imports=node.heavy_imports())
             controller.add_worker(node_process)
             node_processes.append(node_process)
         for node_process in node_processes:

@@ -3,14 +3,18 @@
 A fresh interpreter importing grpc, numpy and cloudpickle costs 0.15-0.25 s of CPU, so 100 nodes
 on 2 cores would take over 10 s to start. The fork server pays that once per launch; each node is
 then a fork (milliseconds), and the forks share the imported code's memory pages (`_preload`
-prepares the server for that; see also fork_heap.py)::
+prepares the server for that; see also fork_heap.py). Nodes that import a heavy library (Reverb,
+and with it TensorFlow: 3-4 s of CPU and some 200 MB of private pages each) are forked from a
+second server that imported it first, one per set of such imports (`Node.heavy_imports`), so
+that 32 actors holding a Reverb client share one copy of TensorFlow::
 
     launcher (ForkServer, a Spawner)            fork server (this module's main)
       spawn(spec, stdio) -- request + fds -->     fork -> child: own process group, stdio, worker
                          <-- started(pid) --
                          <-- exited(pid, code)    SIGCHLD -> waitpid
 
-The server is single-threaded and never creates a gRPC object, so forking it is safe (gRPC
+The server runs no thread of its own (the only others are OpenBLAS's idle workers, which
+OpenBLAS stops around a fork) and never creates a gRPC object, so forking it is safe (gRPC
 must not exist in a process that forks). It exits when the launcher closes the socket, or dies.
 Nodes stay children of the server, which reports each exit status to the launcher.
 
@@ -33,7 +37,7 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from launchpad import courier
 from launchpad.launch.node_process import fork_heap
@@ -45,16 +49,56 @@ _CLOSE_TIMEOUT_SECS = 10.0
 
 
 class ForkServer(Spawner):
-    """A Spawner that forks nodes from a fork server started for one launch."""
+    """A Spawner that forks nodes from the fork servers of one launch: one with the core
+    imported, started at once, and one per other set of heavy imports nodes ask for
+    (`Node.heavy_imports`: Reverb for a node holding a Reverb handle), started with its first
+    node. Nodes that need a fresh interpreter get one."""
 
     def __init__(self):
         self._fallback = ExecSpawner()
+        self._lock = threading.Lock()
+        self._servers = {(): _Server(())}
+        self._closed = False
+
+    def spawn(self, spec_path: str, settings: PythonProcess, stdio: Stdio, own_group: bool,
+              on_exit: Callable[[int], None],
+              imports: tuple[str, ...] = ()) -> concurrent.futures.Future:
+        if settings.needs_fresh_interpreter():
+            return self._fallback.spawn(spec_path, settings, stdio, own_group, on_exit)
+        if any(name.startswith(_READ_AT_IMPORT) for name in settings.env or {}):
+            imports = ()  # the node imports them itself, after its variables are set
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the fork server of this launch has ended")
+            preload = tuple(sorted(imports))
+            server = self._servers.get(preload)
+            if server is None:
+                server = self._servers[preload] = _Server(preload)
+        return server.spawn(spec_path, stdio, own_group, on_exit)
+
+    def close(self) -> None:
+        """Ends the fork servers (each once every node it started has ended)."""
+        with self._lock:
+            self._closed = True
+        for server in self._servers.values():
+            server.close()
+
+
+# Variables that TensorFlow (which Reverb imports) reads when it is imported: a node that sets
+# one is not forked from a server that imported it already.
+_READ_AT_IMPORT = ("TF_",)
+
+
+class _Server:
+    """One fork server process (with `preload` imported), and the launcher's end of it."""
+
+    def __init__(self, preload: tuple[str, ...]):
         self._lock = threading.Lock()
         self._socket, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._server = subprocess.Popen(
             [sys.executable, "-c",
              "from launchpad.launch.node_process.fork_server import main; main()",
-             "--fd", str(theirs.fileno())],
+             "--fd", str(theirs.fileno()), *(f"--preload={module}" for module in preload)],
             pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, **own_process_group())
         theirs.close()
         self._next_request = 0
@@ -64,10 +108,8 @@ class ForkServer(Spawner):
         self._reader = threading.Thread(target=self._read, name="lp-fork-server", daemon=True)
         self._reader.start()
 
-    def spawn(self, spec_path: str, settings: PythonProcess, stdio: Stdio, own_group: bool,
+    def spawn(self, spec_path: str, stdio: Stdio, own_group: bool,
               on_exit: Callable[[int], None]) -> concurrent.futures.Future:
-        if settings.needs_fresh_interpreter():
-            return self._fallback.spawn(spec_path, settings, stdio, own_group, on_exit)
         started: concurrent.futures.Future = concurrent.futures.Future()
         with self._lock:
             if self._closed:
@@ -80,7 +122,6 @@ class ForkServer(Spawner):
         return started
 
     def close(self) -> None:
-        """Ends the fork server (once every node it started has ended)."""
         with self._lock:
             self._closed = True
         self._socket.shutdown(socket.SHUT_WR)
@@ -231,8 +272,10 @@ def serve(fd: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(prog="launchpad fork server")
     parser.add_argument("--fd", type=int, required=True, help="the launcher's socket")
+    parser.add_argument("--preload", action="append", default=[],
+                        help="a module to import for the forks besides the core (repeated)")
     args = parser.parse_args()
-    _preload()
+    _preload(args.preload)
     serve(args.fd)
 
 
@@ -245,12 +288,24 @@ _PRELOAD = ("launchpad", "launchpad.launch.node_process.runner", "concurrent.fut
             "grpc._simple_stubs", "grpc.experimental")
 
 
-def _preload() -> None:
-    """Prepares this process so that its forks share as many of its pages as they can."""
+def _preload(extra: Sequence[str] = ()) -> None:
+    """Prepares this process so that its forks share as many of its pages as they can.
+
+    `extra` are a set of nodes' heavy imports (Reverb, and with it TensorFlow). Importing
+    them starts no thread of theirs: the threads such a process has are OpenBLAS's idle
+    workers (numpy's and SciPy's), which OpenBLAS stops and restarts around a fork itself."""
     for module in _PRELOAD:
         try:
             importlib.import_module(module)
         except ImportError:  # a private gRPC module moved: nodes import what they need
+            pass
+    if extra:
+        from launchpad.launch.node_process import runner
+        runner.quiet_tensorflow_notes()
+    for module in extra:
+        try:
+            importlib.import_module(module)
+        except Exception:  # noqa: BLE001 - the node imports it again, and says why it fails
             pass
     # Courier sets these in every process: here, once, rather than in each fork (glibc
     # consolidates the heap's free chunks when an option is set: 0.5 MB of pages per fork).

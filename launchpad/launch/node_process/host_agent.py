@@ -1,7 +1,8 @@
 """A host agent: the one Slurm step of a host, which starts and watches that host's nodes.
 
     launcher (slurm/agents.py: HostAgent)    agent (`python -m launchpad.launch --agent SPEC`)
-      srun -w HOST -c SHARE ... --agent  -->   a fork server (the core imported once per host)
+      srun -w HOST -c SHARE ... --agent  -->   fork servers (the core imported once per host;
+                                               one per set of "imports" asked for, as Reverb)
       {"op": "spawn", "id", "spec", ...}       fork the node (exec: its own interpreter), its
                                                stdout and stderr pipes of the agent's
         <-- {"ev": "started", "id", "pid"}     (or "failed", "id", "error")
@@ -104,7 +105,7 @@ class Agent:
 
         try:
             started = self._forks.spawn(message["spec"], settings, (stdin, out[1], err[1]),
-                                        True, on_exit)
+                                        True, on_exit, tuple(message.get("imports") or ()))
             box.append(started)
             spawned.set()
         except Exception as e:  # noqa: BLE001 - said to the launcher, which fails the node

@@ -167,6 +167,13 @@ class _Watch:
         exit_process(EXIT_ORPHANED)
 
 
+def quiet_tensorflow_notes() -> None:
+    """TensorFlow's C++ start-up notes (cpu_feature_guard's, oneDNN's) are INFO lines, one
+    block per process that imports it: quiet unless the user sets the level (0 shows them
+    again). Set before TensorFlow is imported (it reads the level once)."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+
+
 def run_process(node_spec: spec.NodeSpec) -> int:
     """Runs the node of `node_spec` as this process; returns the exit code for it."""
     for entry in reversed(node_spec.sys_path):
@@ -176,9 +183,7 @@ def run_process(node_spec: spec.NodeSpec) -> int:
     slot_binding.bind()  # its share of the host's CPUs and GPUs, under a host agent
     agent = os.environ.pop(agent_relay.SOCKET_ENV, "")
     relay = agent_relay.Relay(agent) if agent else None
-    # TensorFlow's C++ start-up notes (cpu_feature_guard's, oneDNN's) are INFO lines, one
-    # block per node process: quiet unless the user sets the level (0 shows them again).
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+    quiet_tensorflow_notes()
     if node_spec.argv:
         sys.argv[:] = node_spec.argv
     process_tree.adopt_orphans()  # what the node starts is found, and ended, at its exit

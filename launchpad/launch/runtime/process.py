@@ -71,10 +71,13 @@ class Spawner(abc.ABC):
 
     @abc.abstractmethod
     def spawn(self, spec_path: str, settings: PythonProcess, stdio: Stdio, own_group: bool,
-              on_exit: Callable[[int], None]) -> concurrent.futures.Future:
+              on_exit: Callable[[int], None],
+              imports: tuple[str, ...] = ()) -> concurrent.futures.Future:
         """Starts the runner on `spec_path`; returns a future of its pid (so that many starts
         can be under way at once). `on_exit(returncode)` is called once when it has ended
-        (negative: killed by that signal). The stdio descriptors may be closed on return."""
+        (negative: killed by that signal). The stdio descriptors may be closed on return.
+        `imports` are the node's heavy imports (`Node.heavy_imports`), which a spawner that
+        forks may have imported before the fork."""
 
     def signal_group(self, pid: int, sig: int) -> None:
         """Signals the process group of a runner it started (here: this host's)."""
@@ -85,7 +88,8 @@ class ExecSpawner(Spawner):
     """Starts each runner as a fresh interpreter."""
 
     def spawn(self, spec_path: str, settings: PythonProcess, stdio: Stdio, own_group: bool,
-              on_exit: Callable[[int], None]) -> concurrent.futures.Future:
+              on_exit: Callable[[int], None],
+              imports: tuple[str, ...] = ()) -> concurrent.futures.Future:
         argv = [settings.interpreter or sys.executable, *(settings.interpreter_args or ()),
                 "-m", "launchpad.launch", "--spec", spec_path]
         env = {**os.environ, **(settings.env or {})}
@@ -104,7 +108,8 @@ class NodeProcess(ending.NodeWorker):
     def __init__(self, name: str, spec_path: str, settings: PythonProcess,
                  spawner: Spawner, open_stdio: Callable[[], tuple[Stdio, bool]],
                  own_group: bool = True,
-                 on_exit: Callable[[NodeProcess], None] | None = None, report_path: str = ""):
+                 on_exit: Callable[[NodeProcess], None] | None = None, report_path: str = "",
+                 imports: tuple[str, ...] = ()):
         self.name = name
         self.report_path = report_path  # a colocated child's failure report
         self.attempt = -1  # how many times it was restarted (0: the first run)
@@ -113,6 +118,7 @@ class NodeProcess(ending.NodeWorker):
         self._spawner = spawner
         self._open_stdio = open_stdio
         self._own_group = own_group
+        self._imports = imports
         self._on_exit = on_exit
         self._lock = threading.Lock()
         self._ended = threading.Event()
@@ -144,7 +150,7 @@ class NodeProcess(ending.NodeWorker):
             stdio, close_after = self._open_stdio()
             try:
                 self._pid = self._spawner.spawn(self._spec_path, self._settings, stdio,
-                                                self._own_group, self._exited)
+                                                self._own_group, self._exited, self._imports)
             except Exception as e:
                 # Nothing runs: whoever ends or waits for this process must not wait for it.
                 self._start_error = f"could not start: {e}"

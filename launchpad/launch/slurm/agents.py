@@ -67,17 +67,19 @@ class HostAgent(Spawner):
         self._ended = ""  # why the agent is gone, once it is
 
     def spawn(self, spec_path: str, settings: PythonProcess, stdio: Stdio, own_group: bool,
-              on_exit: Callable[[int], None]) -> concurrent.futures.Future:
+              on_exit: Callable[[int], None],
+              imports: tuple[str, ...] = ()) -> concurrent.futures.Future:
         stdio = tuple(os.dup(fd) for fd in stdio)  # ours until the node ends
         started: concurrent.futures.Future = concurrent.futures.Future()
         threading.Thread(target=self._ask_spawn, args=(spec_path, settings, stdio, started,
-                                                       on_exit),
+                                                       on_exit, imports),
                          daemon=True, name=f"lp-agent-spawn-{os.path.basename(spec_path)}"
                          ).start()
         return started
 
     def _ask_spawn(self, spec_path: str, settings: PythonProcess, stdio: Stdio,
-                   started: concurrent.futures.Future, on_exit: Callable[[int], None]) -> None:
+                   started: concurrent.futures.Future, on_exit: Callable[[int], None],
+                   imports: tuple[str, ...]) -> None:
         try:
             self._job.wait_running()
             with self._lock:
@@ -88,7 +90,7 @@ class HostAgent(Spawner):
                 self._next_request += 1
                 self._starting[request] = (started, on_exit, stdio)
             self._send({"op": "spawn", "id": request, "spec": spec_path,
-                        "interpreter": settings.interpreter,
+                        "interpreter": settings.interpreter, "imports": list(imports),
                         "env": {k: str(v) for k, v in (settings.env or {}).items()}})
         except Exception as e:  # noqa: BLE001 - the future carries it to the node
             _close(stdio)

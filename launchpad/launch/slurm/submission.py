@@ -165,7 +165,7 @@ def start_nodes(program: Program, controller: Controller, job: SlurmJob,
         node_process = NodeProcess(
             node.name, spec.write_spec_file(node_spec, run_dir), given,
             agents[(slot.component, slot.host)], lambda name=node.name: term.open(name),
-            on_exit=controller.worker_ended)
+            on_exit=controller.worker_ended, imports=node.heavy_imports())
         controller.add_worker(node_process)
         node_processes.append(node_process)
     for node_process in node_processes:

@@ -78,6 +78,8 @@ class ReverbClient:
 class ReverbHandle(handles.Handle):
     """Dereferences to a ReverbClient of the node."""
 
+    client_imports = ("reverb",)  # and so TensorFlow: some 200 MB of pages
+
     def __init__(self, node: "ReverbNode"):
         super().__init__(node)
         self._address = node.reverb_address
