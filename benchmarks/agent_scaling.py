@@ -97,6 +97,24 @@ def run_once(system: str, actors: int, fetch: str, flags: list[str]) -> dict[str
             return json.load(f)
 
 
+def memory_short(system: str, actors: int, runs: list[dict]) -> str:
+    """Why `system` cannot run `actors` actors on this machine ('' if it can): the memory its
+    actors took per actor at the largest size measured, times `actors`, over 90% of what the
+    machine has free now (a run past that would swap, or be killed, and measure neither)."""
+    measured = [r for r in runs if r["system"] == system and r.get("pss_mb_per_actor")]
+    if not measured:
+        return ""
+    per_actor = max(measured, key=lambda r: r["actors"])["pss_mb_per_actor"]
+    with open("/proc/meminfo") as meminfo:
+        free_mb = next(int(line.split()[1]) for line in meminfo
+                       if line.startswith("MemAvailable")) / 1024
+    needed = per_actor * actors
+    if needed <= 0.9 * free_mb:
+        return ""
+    return (f"{actors} actors at {per_actor:.0f} MB each need {needed / 1024:.1f} GB; this "
+            f"machine has {free_mb / 1024:.1f} GB free")
+
+
 def _failed_logs(folder: str) -> str:
     """The ends of the node logs under `folder` that hold a traceback."""
     found = []
@@ -125,7 +143,8 @@ def cpu_us_per_step(figures: dict) -> float | None:
 def ratios(runs: list[dict], floor_us: float) -> list[dict]:
     """Ours against each other system, and against Reverb alone (`floor_us` per step: the
     least any framework's agent can cost), per size and way of fetching."""
-    found = {(r["system"], r["actors"], r["fetch"]): r for r in runs if "error" not in r}
+    found = {(r["system"], r["actors"], r["fetch"]): r for r in runs
+             if "error" not in r and "left_out" not in r}
     table = []
     for (system, actors, fetch), ours in sorted(found.items()):
         if system != "ours":
@@ -176,6 +195,12 @@ def main() -> None:
                 if system == "launchpad" and fetch == "cacher":
                     continue  # Launchpad 0.5.2 has no CacherNode (its 0.3 had)
                 say(f"{system}, {actors} actors, {fetch} fetch")
+                short = memory_short(system, actors, runs)
+                if short:
+                    say(f"  left out: {short}")
+                    runs.append({"system": system, "actors": actors, "fetch": fetch,
+                                 "left_out": short})
+                    continue
                 figures = run_once(system, actors, fetch, flags)
                 runs.append({"system": system, "actors": actors, "fetch": fetch, **figures,
                              "cpu_us_per_step": cpu_us_per_step(figures),

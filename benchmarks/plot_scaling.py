@@ -20,7 +20,7 @@ def draw(report: dict, out: str) -> None:
     matplotlib.use("Agg")
     from matplotlib import pyplot
 
-    runs = [r for r in report["runs"] if "error" not in r]
+    runs = [r for r in report["runs"] if "error" not in r and "left_out" not in r]
     fetches = sorted({r["fetch"] for r in runs}, key=lambda fetch: fetch != "direct")
     figure, axes = pyplot.subplots(1, len(fetches), figsize=(6 * len(fetches), 4.5),
                                    squeeze=False, sharey=True)
