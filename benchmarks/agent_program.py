@@ -21,7 +21,9 @@ The shape of Acme's distributed agents, with everything but the framework's part
 Each actor counts its steps, its fetches' latency, and the age of the weights it acted with
 (how many learner steps behind they were when replaced); every process reports its own CPU
 time and PSS; the driver also reads the CPU time of every process of the launch's session
-(the replay server and the framework's own processes included).
+(the replay server and the framework's own processes included), or under Slurm
+(`--launch_type slurm --slurm_run_dir DIR`, whose nodes are the Slurm daemons' children) the
+whole machine's busy CPU time.
 """
 
 from __future__ import annotations
@@ -60,6 +62,13 @@ def pss_mb(pid: int) -> float:
     except OSError:
         pass
     return 0.0
+
+
+def machine_cpu_s() -> float:
+    """CPU seconds the whole machine has been busy (not idle, not waiting for disk)."""
+    with open("/proc/stat") as f:
+        fields = [int(n) for n in f.readline().split()[1:]]
+    return (sum(fields) - fields[3] - fields[4]) / _TICKS
 
 
 def session_cpu_s() -> float:
@@ -277,7 +286,8 @@ class Handles:
 
 def drive(actors, learner, replay, config: dict) -> None:
     """Measures the agent, writes the figures, and stops the program."""
-    figures = measure(Handles(actors, learner, replay), config)
+    cpu_s = machine_cpu_s if config["launch_type"] == "slurm" else session_cpu_s
+    figures = measure(Handles(actors, learner, replay), config, cpu_s)
     with open(config["out"], "w") as f:
         json.dump(figures, f)
     lp.stop()
@@ -363,6 +373,7 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("--max_items", type=int, default=2000)
     parser.add_argument("--cacher", action="store_true")
     parser.add_argument("--launch_type", default="local_mp")
+    parser.add_argument("--slurm_run_dir", help="under Slurm: a folder its hosts share")
     parser.add_argument("--floor", action="store_true", help="measure what Reverb alone "
                         "costs per step (reverb_floor_us) instead of running the program")
     parser.add_argument("--out", required=True)
@@ -381,8 +392,10 @@ def main() -> None:
         with open(args.out, "w") as f:
             json.dump(reverb_floor_us(config), f)
         return
+    on_slurm = ({"slurm": lp.SlurmSettings(run_dir=args.slurm_run_dir)}
+                if args.slurm_run_dir else {})
     controller = lp.launch(make_program(config), launch_type=args.launch_type,
-                           terminal="output_to_files")
+                           terminal="output_to_files", **on_slurm)
     if controller is not None and hasattr(controller, "wait"):
         controller.wait()
 

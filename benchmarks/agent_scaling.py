@@ -1,7 +1,7 @@
 """Benchmark: a distributed agent from 1 to 128 actors, beside DeepMind Launchpad 0.5.2 and Ray.
 
 Run: `python -m benchmarks.agent_scaling [--actors 1,2,4,8,16,32,64,128] [--systems
-ours,launchpad,ray] [--fetch direct,cacher] [--seconds 10]`; once before, `python -m
+ours,launchpad,ray,ours_slurm] [--fetch direct,cacher] [--seconds 10]`; once before, `python -m
 benchmarks.agent_scaling --setup` makes Launchpad 0.5.2's venv (Python 3.10, dm-launchpad 0.5.2
 and dm-reverb 0.7.2 from the registry: `requirements-launchpad-0.5.2.txt`). Prints one JSON
 object on stdout; progress goes to stderr. `benchmarks/plot_scaling.py` draws it.
@@ -15,7 +15,10 @@ Each size runs once per system and way of fetching, interleaved (the machine dri
 * `ours`: this project, local_mp;
 * `launchpad`: DeepMind Launchpad 0.5.2, local_mp, the same file run by its interpreter
   (direct fetches only: 0.5.2 has no CacherNode);
-* `ray`: bare Ray actors with the same code (`_agent_ray.py`).
+* `ray`: bare Ray actors with the same code (`_agent_ray.py`);
+* `ours_slurm`: this project under launch_type="slurm", on a Slurm of 3 hosts (network
+  namespaces: tests/cluster) the benchmark starts for itself and stops at the end (as root;
+  left out elsewhere). Its CPU figures are the whole machine's (the Slurm daemons included).
 
 First, what Reverb alone costs per step (one process writing the same steps to a server of its
 own: `reverb_floor_cpu_us_per_step`), the floor under every system's CPU per step. Per run:
@@ -23,26 +26,31 @@ env steps/s and the ideal, learner updates/s, weight fetches' p50/p99, the age o
 weights acted with (learner steps), CPU seconds per env step (all, and the framework's share:
 all but the environments' set cost and the learner's update), PSS per actor, the start-up
 (launch until every actor has stepped), and whether every step written reached the table.
-`ratios`: ours against each other system at each size.
+`ratios`: ours against each other system at each size, and ours on Slurm's hosts against ours
+on this host (`steps_slurm_vs_local_mp`).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import pathlib
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from typing import Any
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 REQUIREMENTS = ROOT / "benchmarks" / "requirements-launchpad-0.5.2.txt"
 BASELINE_VENV = pathlib.Path(os.environ.get(
     "LAUNCHPAD_BASELINE_VENV", pathlib.Path.home() / ".cache" / "launchpad-bench" / "lp-0.5.2"))
-SYSTEMS = ("ours", "launchpad", "ray")
+SYSTEMS = ("ours", "launchpad", "ray", "ours_slurm")
+PEERS = ("launchpad", "ray")  # the other frameworks ours is compared with
 RUN_TIMEOUT_S = 900
 
 
@@ -70,13 +78,37 @@ def setup() -> None:
     say(f"Launchpad 0.5.2 is in {BASELINE_VENV}")
 
 
-def run_once(system: str, actors: int, fetch: str, flags: list[str]) -> dict[str, Any]:
-    """One run of the agent; its figures (or what went wrong)."""
+@contextlib.contextmanager
+def slurm_hosts() -> Iterator[dict[str, str]]:
+    """A Slurm of 3 hosts (network namespaces) for the `ours_slurm` runs: the variables and
+    the flag that launch on it."""
+    from tests.cluster.netns import HostNetwork
+    from tests.cluster.slurm import SlurmCluster
+    with tempfile.TemporaryDirectory(prefix="lpagent", dir="/tmp") as work, \
+            HostNetwork(3) as network, \
+            SlurmCluster(work, network, cpus_per_host=128) as cluster:
+        yield {**cluster.env, "SLURM_RUN_DIR": work}
+
+
+def slurm_missing() -> str:
+    """Why this machine cannot start the benchmark's Slurm ('' if it can)."""
+    if os.geteuid() != 0:
+        return "it needs root (network namespaces)"
+    missing = [tool for tool in ("slurmctld", "slurmd", "munged") if not shutil.which(tool)]
+    return f"{', '.join(missing)} not installed (make test installs them)" if missing else ""
+
+
+def run_once(system: str, actors: int, fetch: str, flags: list[str],
+             slurm: dict[str, str] | None = None) -> dict[str, Any]:
+    """One run of the agent; its figures (or what went wrong). `slurm`: slurm_hosts()'s."""
     with tempfile.TemporaryDirectory() as folder:
         out = os.path.join(folder, "figures.json")
         args = ["--actors", str(actors), "--out", out, *flags,
                 *(["--cacher"] if fetch == "cacher" else [])]
         env = {**os.environ, "LAUNCHPAD_LOGGING_DIR": os.path.join(folder, "logs")}
+        if system == "ours_slurm":
+            env.update(slurm)
+            args += ["--launch_type", "slurm", "--slurm_run_dir", slurm["SLURM_RUN_DIR"]]
         if system == "launchpad":  # by path, from a folder of its own: not our launchpad
             argv, cwd = [baseline_python(), str(ROOT / "benchmarks" / "agent_program.py"),
                          *args], folder
@@ -153,7 +185,11 @@ def ratios(runs: list[dict], floor_us: float) -> list[dict]:
                                "ours_vs_ideal": ours["env_steps_per_s"]
                                / ours["ideal_steps_per_s"],
                                "cpu_vs_reverb_floor": cpu_us_per_step(ours) / floor_us}
-        for other in SYSTEMS[1:]:
+        on_slurm = found.get(("ours_slurm", actors, fetch))
+        if on_slurm:
+            row["steps_slurm_vs_local_mp"] = (on_slurm["env_steps_per_s"]
+                                              / ours["env_steps_per_s"])
+        for other in PEERS:
             theirs = found.get((other, actors, fetch))
             if theirs:
                 row[f"steps_vs_{other}"] = ours["env_steps_per_s"] / theirs["env_steps_per_s"]
@@ -184,13 +220,28 @@ def main() -> None:
     if "launchpad" in systems and baseline_python() is None:
         say("no Launchpad 0.5.2 (python -m benchmarks.agent_scaling --setup): left out")
         systems.remove("launchpad")
+    if "ours_slurm" in systems and slurm_missing():
+        say(f"no Slurm for ours_slurm ({slurm_missing()}): left out")
+        systems.remove("ours_slurm")
     flags = ["--seconds", str(args.seconds), "--warmup_s", str(args.warmup_s), "--obs",
              args.obs, "--step_ms", str(args.step_ms), "--cpu_us", str(args.cpu_us)]
-    floor = run_once("floor", 0, "direct", flags)
-    say(f"Reverb alone: {floor}")
-    runs = []
-    for actors in [int(n) for n in args.actors.split(",")]:
-        for fetch in args.fetch.split(","):
+    with contextlib.ExitStack() as stack:
+        slurm = stack.enter_context(slurm_hosts()) if "ours_slurm" in systems else None
+        floor = run_once("floor", 0, "direct", flags)
+        say(f"Reverb alone: {floor}")
+        runs = sweep(systems, [int(n) for n in args.actors.split(",")], args.fetch.split(","),
+                     flags, slurm)
+    print(json.dumps({"machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+                      "flags": flags, "reverb_floor_cpu_us_per_step": floor, "runs": runs,
+                      "ratios": ratios(runs, floor["with_environment"])}, indent=1))
+
+
+def sweep(systems: list[str], sizes: list[int], fetches: list[str], flags: list[str],
+          slurm: dict[str, str] | None) -> list[dict]:
+    """Every run: per size, per way of fetching, each system in turn."""
+    runs: list[dict] = []
+    for actors in sizes:
+        for fetch in fetches:
             for system in systems:
                 if system == "launchpad" and fetch == "cacher":
                     continue  # Launchpad 0.5.2 has no CacherNode (its 0.3 had)
@@ -201,15 +252,13 @@ def main() -> None:
                     runs.append({"system": system, "actors": actors, "fetch": fetch,
                                  "left_out": short})
                     continue
-                figures = run_once(system, actors, fetch, flags)
+                figures = run_once(system, actors, fetch, flags, slurm)
                 runs.append({"system": system, "actors": actors, "fetch": fetch, **figures,
                              "cpu_us_per_step": cpu_us_per_step(figures),
                              "framework_cpu_us_per_step": framework_cpu_us(figures)})
                 if "error" in figures:
                     say(f"  failed: {figures['error'][-300:]}")
-    print(json.dumps({"machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
-                      "flags": flags, "reverb_floor_cpu_us_per_step": floor, "runs": runs,
-                      "ratios": ratios(runs, floor["with_environment"])}, indent=1))
+    return runs
 
 
 if __name__ == "__main__":

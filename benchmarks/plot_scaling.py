@@ -10,9 +10,10 @@ from __future__ import annotations
 import argparse
 import json
 
-COLOURS = {"ours": "#1f77b4", "launchpad": "#d62728", "ray": "#2ca02c"}
-NAMES = {"ours": "launchpad-next (local_mp)", "launchpad": "DeepMind Launchpad 0.5.2 (local_mp)",
-         "ray": "Ray actors"}
+COLOURS = {"ours": "#1f77b4", "ours_slurm": "#9467bd", "launchpad": "#d62728",
+           "ray": "#2ca02c"}
+NAMES = {"ours": "launchpad-next (local_mp)", "ours_slurm": "launchpad-next (Slurm, 3 hosts)",
+         "launchpad": "DeepMind Launchpad 0.5.2 (local_mp)", "ray": "Ray actors"}
 
 
 def draw(report: dict, out: str) -> None:
