@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import pathlib
@@ -78,16 +79,24 @@ def setup() -> None:
     say(f"Launchpad 0.5.2 is in {BASELINE_VENV}")
 
 
+@dataclasses.dataclass
+class SlurmHosts:
+    """How to launch on a Slurm: the variables its commands need, and a folder its hosts
+    share."""
+
+    env: dict[str, str]
+    run_dir: str
+
+
 @contextlib.contextmanager
-def slurm_hosts() -> Iterator[dict[str, str]]:
-    """A Slurm of 3 hosts (network namespaces) for the `ours_slurm` runs: the variables and
-    the flag that launch on it."""
+def slurm_hosts() -> Iterator[SlurmHosts]:
+    """A Slurm of 3 hosts (network namespaces) for the `ours_slurm` runs."""
     from tests.cluster.netns import HostNetwork
     from tests.cluster.slurm import SlurmCluster
     with tempfile.TemporaryDirectory(prefix="lpagent", dir="/tmp") as work, \
             HostNetwork(3) as network, \
             SlurmCluster(work, network, cpus_per_host=128) as cluster:
-        yield {**cluster.env, "SLURM_RUN_DIR": work}
+        yield SlurmHosts(cluster.env, work)
 
 
 def slurm_missing() -> str:
@@ -99,7 +108,7 @@ def slurm_missing() -> str:
 
 
 def run_once(system: str, actors: int, fetch: str, flags: list[str],
-             slurm: dict[str, str] | None = None) -> dict[str, Any]:
+             slurm: SlurmHosts | None = None) -> dict[str, Any]:
     """One run of the agent; its figures (or what went wrong). `slurm`: slurm_hosts()'s."""
     with tempfile.TemporaryDirectory() as folder:
         out = os.path.join(folder, "figures.json")
@@ -107,8 +116,8 @@ def run_once(system: str, actors: int, fetch: str, flags: list[str],
                 *(["--cacher"] if fetch == "cacher" else [])]
         env = {**os.environ, "LAUNCHPAD_LOGGING_DIR": os.path.join(folder, "logs")}
         if system == "ours_slurm":
-            env.update(slurm)
-            args += ["--launch_type", "slurm", "--slurm_run_dir", slurm["SLURM_RUN_DIR"]]
+            env.update(slurm.env)
+            args += ["--launch_type", "slurm", "--slurm_run_dir", slurm.run_dir]
         if system == "launchpad":  # by path, from a folder of its own: not our launchpad
             argv, cwd = [baseline_python(), str(ROOT / "benchmarks" / "agent_program.py"),
                          *args], folder
@@ -237,7 +246,7 @@ def main() -> None:
 
 
 def sweep(systems: list[str], sizes: list[int], fetches: list[str], flags: list[str],
-          slurm: dict[str, str] | None) -> list[dict]:
+          slurm: SlurmHosts | None) -> list[dict]:
     """Every run: per size, per way of fetching, each system in turn."""
     runs: list[dict] = []
     for actors in sizes:

@@ -1,6 +1,6 @@
 """The agent scaling benchmark (benchmarks/agent_scaling.py), small: two actors for a few
-seconds, under this project and on bare Ray; its figures are whole, and every step the actors
-wrote reached the replay table."""
+seconds, under this project (on this host and on the test Slurm's hosts) and on bare Ray; its
+figures are whole, and every step the actors wrote reached the replay table."""
 
 from __future__ import annotations
 
@@ -11,9 +11,15 @@ from benchmarks import agent_scaling
 FLAGS = ["--seconds", "2", "--warmup_s", "0.5", "--obs", "16,16,4"]
 
 
-@pytest.mark.parametrize("system, fetch", [("ours", "cacher"), ("ray", "direct")])
-def test_a_short_run_counts_every_step_written(system, fetch, no_leaked_processes):
-    figures = agent_scaling.run_once(system, 2, fetch, FLAGS)
+@pytest.mark.parametrize("system, fetch", [("ours", "cacher"), ("ray", "direct"),
+                                           ("ours_slurm", "direct")])
+def test_a_short_run_counts_every_step_written(system, fetch, no_leaked_processes, request,
+                                                tmp_path):
+    slurm = None
+    if system == "ours_slurm":
+        cluster = request.getfixturevalue("slurm_cluster")
+        slurm = agent_scaling.SlurmHosts(cluster.env, str(tmp_path))
+    figures = agent_scaling.run_once(system, 2, fetch, FLAGS, slurm)
     assert "error" not in figures, figures.get("error")
     assert figures["actors"] == 2 and figures["ideal_steps_per_s"] == 400
     assert 0 < figures["env_steps"] and 0 < figures["env_steps_per_s"] <= 400 * 1.05
