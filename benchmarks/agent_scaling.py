@@ -17,8 +17,11 @@ Each size runs once per system and way of fetching, interleaved (the machine dri
   (direct fetches only: 0.5.2 has no CacherNode);
 * `ray`: bare Ray actors with the same code (`_agent_ray.py`);
 * `ours_slurm`: this project under launch_type="slurm", on a Slurm of 3 hosts (network
-  namespaces: tests/cluster) the benchmark starts for itself and stops at the end (as root;
-  left out elsewhere). Its CPU figures are the whole machine's (the Slurm daemons included).
+  namespaces: tests/cluster) the benchmark starts for itself per size and stops after it (as
+  root; left out elsewhere). Each host offers a third of the program's CPUs (a node each), so
+  Slurm's placement, which packs a program on as few hosts as hold it, spreads it over all
+  three and the actors reach the replay and the learner across hosts. Its CPU figures are the
+  whole machine's (the Slurm daemons included).
 
 First, what Reverb alone costs per step (one process writing the same steps to a server of its
 own: `reverb_floor_cpu_us_per_step`), the floor under every system's CPU per step. Per run:
@@ -36,10 +39,12 @@ import argparse
 import contextlib
 import dataclasses
 import json
+import math
 import os
 import pathlib
 import platform
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -53,6 +58,7 @@ BASELINE_VENV = pathlib.Path(os.environ.get(
 SYSTEMS = ("ours", "launchpad", "ray", "ours_slurm")
 PEERS = ("launchpad", "ray")  # the other frameworks ours is compared with
 RUN_TIMEOUT_S = 900
+SLURM_HOSTS = 3
 
 
 def say(message: str) -> None:
@@ -89,14 +95,20 @@ class SlurmHosts:
 
 
 @contextlib.contextmanager
-def slurm_hosts() -> Iterator[SlurmHosts]:
-    """A Slurm of 3 hosts (network namespaces) for the `ours_slurm` runs."""
+def slurm_hosts(nodes: int) -> Iterator[SlurmHosts]:
+    """A Slurm of 3 hosts (network namespaces) that `nodes` nodes of one CPU fill."""
     from tests.cluster.netns import HostNetwork
     from tests.cluster.slurm import SlurmCluster
     with tempfile.TemporaryDirectory(prefix="lpagent", dir="/tmp") as work, \
-            HostNetwork(3) as network, \
-            SlurmCluster(work, network, cpus_per_host=128) as cluster:
+            HostNetwork(SLURM_HOSTS) as network, \
+            SlurmCluster(work, network, cpus_per_host=math.ceil(nodes / SLURM_HOSTS)) as cluster:
         yield SlurmHosts(cluster.env, work)
+
+
+def program_nodes(actors: int, fetch: str) -> int:
+    """The agent program's nodes: the actors, the replay, the learner, the driver and the
+    cacher, if any."""
+    return actors + 3 + (fetch == "cacher")
 
 
 def slurm_missing() -> str:
@@ -234,19 +246,19 @@ def main() -> None:
         systems.remove("ours_slurm")
     flags = ["--seconds", str(args.seconds), "--warmup_s", str(args.warmup_s), "--obs",
              args.obs, "--step_ms", str(args.step_ms), "--cpu_us", str(args.cpu_us)]
-    with contextlib.ExitStack() as stack:
-        slurm = stack.enter_context(slurm_hosts()) if "ours_slurm" in systems else None
-        floor = run_once("floor", 0, "direct", flags)
-        say(f"Reverb alone: {floor}")
-        runs = sweep(systems, [int(n) for n in args.actors.split(",")], args.fetch.split(","),
-                     flags, slurm)
+    # A kill ends the run as an interrupt does: the Slurm it started stops, its hosts go.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+    floor = run_once("floor", 0, "direct", flags)
+    say(f"Reverb alone: {floor}")
+    runs = sweep(systems, [int(n) for n in args.actors.split(",")], args.fetch.split(","),
+                 flags)
     print(json.dumps({"machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
                       "flags": flags, "reverb_floor_cpu_us_per_step": floor, "runs": runs,
                       "ratios": ratios(runs, floor["with_environment"])}, indent=1))
 
 
-def sweep(systems: list[str], sizes: list[int], fetches: list[str], flags: list[str],
-          slurm: SlurmHosts | None) -> list[dict]:
+def sweep(systems: list[str], sizes: list[int], fetches: list[str],
+          flags: list[str]) -> list[dict]:
     """Every run: per size, per way of fetching, each system in turn."""
     runs: list[dict] = []
     for actors in sizes:
@@ -261,7 +273,11 @@ def sweep(systems: list[str], sizes: list[int], fetches: list[str], flags: list[
                     runs.append({"system": system, "actors": actors, "fetch": fetch,
                                  "left_out": short})
                     continue
-                figures = run_once(system, actors, fetch, flags, slurm)
+                if system == "ours_slurm":
+                    with slurm_hosts(program_nodes(actors, fetch)) as slurm:
+                        figures = run_once(system, actors, fetch, flags, slurm)
+                else:
+                    figures = run_once(system, actors, fetch, flags)
                 runs.append({"system": system, "actors": actors, "fetch": fetch, **figures,
                              "cpu_us_per_step": cpu_us_per_step(figures),
                              "framework_cpu_us_per_step": framework_cpu_us(figures)})
