@@ -31,10 +31,10 @@ def draw(report: dict, out: str) -> None:
         ideal = {r["actors"]: r["ideal_steps_per_s"] for r in mine}
         axis.plot(sizes, [ideal[n] for n in sizes], "k--", label="ideal (actors / step time)")
         floor = report.get("reverb_floor_cpu_us_per_step", {}).get("with_environment")
-        if floor:  # the most steps the machine's CPUs can write, at Reverb's own cost
+        if floor:  # what the CPUs write at one lone writer's Reverb cost (many share wake-ups)
             axis.axhline(report["machine"]["cpus"] / (floor * 1e-6), color="grey", ls=":",
-                         label=f"{report['machine']['cpus']} CPUs / Reverb's cost per step "
-                               f"({floor:.0f} us)")
+                         label=f"{report['machine']['cpus']} CPUs / one Reverb writer's cost "
+                               f"per step ({floor:.0f} us)")
         for system in COLOURS:
             points = sorted((r["actors"], r["env_steps_per_s"]) for r in mine
                             if r["system"] == system)
