@@ -206,9 +206,19 @@ class ControllerClient:
         """
         return self._call_within(timeout, "read_log", label, index, offset, max_bytes)
 
-    def wait_for_stop(self) -> None:
-        """Returns when the program starts stopping; raises if the controller is gone."""
-        self._call("wait_for_stop")
+    def wait_for_stop(self, label: str | None = None, index: int = 0) -> None:
+        """Returns when the program starts stopping (or, given a node, when its group shrinks
+        by it); raises if the controller is gone."""
+        self._call("wait_for_stop", label, index)
+
+    def wait_group_change(self, label: str, known: int) -> int:
+        """Group `label`'s size once it is not `known` (a group handle that follows its
+        group waits on this); -1 once the program stops. Raises if the controller is gone."""
+        return self._call("wait_group_change", label, known)
+
+    def scale(self, label: str, count: int, timeout: float | None = None) -> list[str]:
+        """Makes group `label` `count` nodes (Controller.scale); the nodes added or removed."""
+        return self._call_within(timeout, "scale", label, count)
 
     def wait_for_end(self, timeout: float | None = None) -> None:
         """Returns when the controller has ended every node; raises if it is gone.

@@ -192,6 +192,21 @@ class Program:
             group.append(added)
         return node.create_handle()
 
+    def pop_node(self, label: str) -> GraphNode:
+        """Removes the last node of group `label` (a running program's group shrinking: its
+        controller's `scale`); returns it.
+
+        Raises:
+          ValueError: no such group, or its only node (a group is never empty).
+        """
+        group = self._groups.get(label)
+        if not group:
+            raise ValueError(f"Program {self.name!r} has no group {label!r}")
+        if len(group) == 1:
+            raise ValueError(f"Group {label!r} of program {self.name!r} has one node left, "
+                             "which stays")
+        return group.pop()
+
     @property
     def restart_policies(self) -> dict[str, RestartPolicy]:
         """label -> the restart policy of that group (groups without one fail fast)."""

@@ -5,11 +5,12 @@
     launchpad status [RUN] [--json]                  a program's node table (cli/status.py)
     launchpad logs [RUN] NODE [-f]                   a node's output (cli/logs.py)
     launchpad stop [RUN] [--timeout SECS]            stops a program (cli/runs.py)
+    launchpad scale [RUN] GROUP COUNT                grows or shrinks a group (cli/scale.py)
     launchpad kubernetes-manifests MODULE:FUNCTION -o DIR ...   a program's Kubernetes objects
     launchpad graph MODULE:FUNCTION -o FILE ...                 a program's picture
                                                                 (both: cli/programs.py)
 
-ls, status, logs and stop find runs in the run registry (launch/run_registry.py) and ask
+ls, status, logs, stop and scale find runs in the run registry (launch/run_registry.py) and ask
 their controllers over the controller protocol; RUN is a run id (or its unique beginning),
 needed only when more than one program runs.
 
@@ -24,7 +25,7 @@ import importlib.metadata
 from collections.abc import Sequence
 
 from launchpad import courier
-from launchpad.cli import launching, logs, programs, runs, status
+from launchpad.cli import launching, logs, programs, runs, scale, status
 from launchpad.errors import ControllerProtocolError
 from launchpad.launch.runtime.errors import LaunchError
 
@@ -46,6 +47,7 @@ def _parser() -> argparse.ArgumentParser:
     runs.add_parsers(commands)
     status.add_parser(commands)
     logs.add_parser(commands)
+    scale.add_parser(commands)
     programs.add_parsers(commands)
     return parser
 

@@ -50,8 +50,24 @@ _BROADCAST_THREADS = 4  # senders of broadcasts: a member being reconnected to h
 UNAVAILABLE_SECS = 5.0  # a member found gone, or late, is chosen last for this long
 
 
+class _Member:
+    """A member of a group: its client, its name, and what the group counts of it."""
+
+    __slots__ = ("client", "name", "in_flight", "broadcast_errors", "gone_until")
+
+    def __init__(self, client: Client, name: str):
+        self.client = client
+        self.name = name
+        self.in_flight = 0
+        self.broadcast_errors = 0
+        self.gone_until = 0.0  # monotonic time: chosen last until then
+
+
 class GroupClient:
     """One client for the courier servers of a group (see the module doc).
+
+    Its members may change while it is used (`change_members`: a group of a running program
+    that grows or shrinks); each call addresses the members of the moment it starts.
 
     Args:
       clients: a client of each member, in member order.
@@ -59,32 +75,47 @@ class GroupClient:
     """
 
     def __init__(self, clients: Sequence[Client], names: Sequence[str] | None = None):
-        clients = list(clients)
-        if not clients or not all(isinstance(c, Client) for c in clients):
-            raise TypeError(f"A GroupClient needs one or more courier Clients, got {clients!r}")
-        if names is not None and len(names) != len(clients):
-            raise ValueError(f"{len(names)} names for {len(clients)} members")
-        self._clients = clients
-        self._names = list(names) if names is not None else [c.address for c in clients]
         self._lock = threading.Lock()
-        self._in_flight = [0] * len(clients)
+        self._members = _members_of(clients, names, {})
         self._next_choice = itertools.count()  # ties of choose go round the members
-        self._broadcast_errors = [0] * len(clients)
-        self._gone_until = [0.0] * len(clients)  # monotonic time: chosen last until then
         self._senders: DaemonThreadPool | None = None
+        self._on_change: list[Callable[[list[str]], None]] = []
 
     def __len__(self) -> int:
-        return len(self._clients)
+        return len(self._members)
 
     def __getitem__(self, index: int | slice) -> Client | GroupClient:
         """A member's client, or a sub-group (its own group: its own calls in flight)."""
+        members = self._members
         if isinstance(index, slice):
-            return GroupClient(self._clients[index], self._names[index])
-        return self._clients[index]
+            return GroupClient([m.client for m in members[index]],
+                               [m.name for m in members[index]])
+        return members[index].client
 
     @property
     def names(self) -> list[str]:
-        return list(self._names)
+        return [member.name for member in self._members]
+
+    def change_members(self, clients: Sequence[Client], names: Sequence[str]) -> None:
+        """Makes the group these members (its group grew or shrank). Members kept (by name)
+        keep their counts; the clients of members removed are closed, so that a call still
+        in flight to one fails, naming it. Then each `on_change` callback gets the names."""
+        with self._lock:
+            kept = {member.name: member for member in self._members}
+            self._members = _members_of(clients, names, kept)
+            removed = [m for name, m in kept.items() if name not in set(names)]
+            callbacks = list(self._on_change)
+        unused = [client for client, name in zip(clients, names, strict=True)
+                  if name in kept and kept[name].client is not client]
+        for client in [member.client for member in removed] + unused:
+            client._close()
+        for callback in callbacks:
+            callback(list(names))
+
+    def on_change(self, callback: Callable[[list[str]], None]) -> None:
+        """Calls `callback(names)` whenever the members change."""
+        with self._lock:
+            self._on_change.append(callback)
 
     @property
     def call(self) -> _View:
@@ -110,26 +141,26 @@ class GroupClient:
     def broadcast_errors(self) -> dict[str, int]:
         """Member name -> how many of its broadcast calls failed."""
         with self._lock:
-            return dict(zip(self._names, self._broadcast_errors, strict=True))
+            return {member.name: member.broadcast_errors for member in self._members}
 
     def close(self) -> None:
         """Closes every member's client; calls in flight fail."""
-        for client in self._clients:
-            client._close()
+        for member in self._members:
+            member.client._close()
         if self._senders is not None:
             self._senders.shutdown(wait=False)
 
     # --- the views' calls -------------------------------------------------------------------
 
-    def _submit(self, member: int, method: str, parts: list, counted: bool = False,
+    def _submit(self, member: _Member, method: str, parts: list, counted: bool = False,
                 started: list[in_flight.StartedCall] | None = None) -> concurrent.futures.Future:
         """Starts a call on `member`, counted in flight until it lands (`counted`: it is
         already, by the choice that picked the member). With `started`, a call whose reply
         this thread can read itself is added there (in_flight.read_replies)."""
         if not counted:
             with self._lock:
-                self._in_flight[member] += 1
-        client = self._clients[member]
+                member.in_flight += 1
+        client = member.client
         call = client._start_parts(method, parts) if started is not None else None
         if call is not None:
             started.append(call)
@@ -139,20 +170,16 @@ class GroupClient:
         future.add_done_callback(lambda done: self._landed(member, done))
         return future
 
-    def _landed(self, member: int, future: concurrent.futures.Future) -> None:
+    def _landed(self, member: _Member, future: concurrent.futures.Future) -> None:
         gone = (not future.cancelled()
                 and isinstance(future.exception(), ServerUnavailableError))
         with self._lock:
-            self._in_flight[member] -= 1
+            member.in_flight -= 1
             if gone:
-                self._mark_gone(member)
-
-    def _mark_gone(self, member: int) -> None:
-        """Leaves `member` last in `choose` for a while (called holding the lock)."""
-        self._gone_until[member] = time.monotonic() + UNAVAILABLE_SECS
+                _mark_gone(member)
 
     def _submit_all(self, method: str, parts: list) -> list[concurrent.futures.Future]:
-        return [self._submit(member, method, parts) for member in range(len(self))]
+        return [self._submit(member, method, parts) for member in self._members]
 
     def _pickle_once(self, method: str, args: tuple, kwargs: dict) -> list:
         """The arguments of a call to every member, pickled once; large buffers are also
@@ -164,53 +191,58 @@ class GroupClient:
 
     def _members_share_this_host(self) -> bool:
         """Whether two or more members are on this host (as last resolved)."""
-        here = (client for client in self._clients
-                if lanes.is_same_host(client.address))
+        here = (member for member in self._members
+                if lanes.is_same_host(member.client.address))
         return next(here, None) is not None and next(here, None) is not None
 
     def _call(self, method: str, args: tuple, kwargs: dict, timeout: float | None) -> list:
+        members = self._members
         parts = self._pickle_once(method, args, kwargs)
-        return self._call_each(method, [parts] * len(self), timeout)
+        return self._call_each(method, members, [parts] * len(members), timeout)
 
     def _scatter(self, method: str, args: tuple, kwargs: dict, timeout: float | None) -> list:
-        if len(args) != 1 or not isinstance(args[0], Sequence) or len(args[0]) != len(self):
-            raise ValueError(f"scatter.{method} takes one list of {len(self)} arguments, the "
-                             f"i-th for member i (a tuple: its positional arguments)")
-        return self._call_each(method, [serialization.dumps_call_arguments(
+        members = self._members
+        if (len(args) != 1 or not isinstance(args[0], Sequence)
+                or len(args[0]) != len(members)):
+            raise ValueError(f"scatter.{method} takes one list of {len(members)} arguments, "
+                             f"the i-th for member i (a tuple: its positional arguments)")
+        return self._call_each(method, members, [serialization.dumps_call_arguments(
             method, given if isinstance(given, tuple) else (given,), kwargs)
             for given in args[0]], timeout)
 
-    def _call_each(self, method: str, parts: list[list], timeout: float | None) -> list:
+    def _call_each(self, method: str, members: tuple[_Member, ...], parts: list[list],
+                   timeout: float | None) -> list:
         """Member i called with parts[i]: every message sent, then the replies read by
         this thread as they come (those it can read: in_flight.read_replies), each waited
         for at most `timeout` seconds from now."""
         deadline = None if timeout is None else time.monotonic() + timeout
         started: list[in_flight.StartedCall] = []
-        futures = [self._submit(member, method, parts[member], started=started)
-                   for member in range(len(self))]
+        futures = [self._submit(member, method, member_parts, started=started)
+                   for member, member_parts in zip(members, parts, strict=True)]
         in_flight.read_replies(started, deadline)
-        return self._gather(method, futures, deadline, timeout)
+        return self._gather(method, members, futures, deadline, timeout)
 
-    def _gather(self, method: str, futures: list[concurrent.futures.Future],
+    def _gather(self, method: str, members: tuple[_Member, ...],
+                futures: list[concurrent.futures.Future],
                 deadline: float | None, timeout: float | None) -> list:
         """Each member's result, waiting for each until `deadline` (time.monotonic())."""
         results: list[Any] = []
-        for member, future in enumerate(futures):
+        for member, future in zip(members, futures, strict=True):
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             try:
                 results.append(future.result(left))
             except concurrent.futures.TimeoutError:
                 future.cancel()  # (the member may still run it)
                 with self._lock:
-                    self._mark_gone(member)
+                    _mark_gone(member)
                 results.append(CallTimeoutError(
-                    f"Deadline Exceeded: {method!r} on member {self._names[member]} did not "
+                    f"Deadline Exceeded: {method!r} on member {member.name} did not "
                     f"complete within timeout={timeout}s"))
             except Exception as e:  # noqa: BLE001 - kept as that member's result
                 results.append(e)
         failed = [i for i, r in enumerate(results) if isinstance(r, BaseException)]
         if failed:
-            raise GroupCallError(method, results, [self._names[i] for i in failed])
+            raise GroupCallError(method, results, [members[i].name for i in failed])
         return results
 
     def _broadcast(self, method: str, args: tuple, kwargs: dict,
@@ -220,10 +252,10 @@ class GroupClient:
             if self._senders is None:
                 self._senders = DaemonThreadPool(_BROADCAST_THREADS, "courier-broadcast")
             senders = self._senders
-        for member in range(len(self)):
+        for member in self._members:
             senders.submit(self._send_broadcast, member, method, parts)
 
-    def _send_broadcast(self, member: int, method: str, parts: list) -> None:
+    def _send_broadcast(self, member: _Member, method: str, parts: list) -> None:
         try:
             future = self._submit(member, method, parts)
         except Exception as e:  # noqa: BLE001 - counted as the member's failure
@@ -232,20 +264,22 @@ class GroupClient:
         future.add_done_callback(lambda done: done.cancelled() or done.exception() is None
                                  or self._broadcast_failed(member, method, done.exception()))
 
-    def _broadcast_failed(self, member: int, method: str, error: BaseException) -> None:
+    def _broadcast_failed(self, member: _Member, method: str, error: BaseException) -> None:
         with self._lock:
-            self._broadcast_errors[member] += 1
-            first = self._broadcast_errors[member] == 1
+            member.broadcast_errors += 1
+            first = member.broadcast_errors == 1
         if first:  # once per member: a member that is gone would fill the log
             logging.warning("Courier broadcast of %r to %s failed (counted, logged once): "
-                            "%s: %s", method, self._names[member], type(error).__name__, error)
+                            "%s: %s", method, member.name, type(error).__name__, error)
 
     def _choose(self, method: str, args: tuple, kwargs: dict, timeout: float | None) -> Any:
         parts = serialization.dumps_call_arguments(method, args, kwargs)
         deadline = None if timeout is None else time.monotonic() + timeout
+        members = self._members
         gone: set[int] = set()
         while True:
-            member = self._pick_least_loaded(gone)
+            index = self._pick_least_loaded(members, gone)
+            member = members[index]
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             future = self._submit(member, method, parts, counted=True)
             try:
@@ -253,30 +287,53 @@ class GroupClient:
             except concurrent.futures.TimeoutError:
                 future.cancel()  # no longer counted in flight (the member may still run it)
                 with self._lock:
-                    self._mark_gone(member)
+                    _mark_gone(member)
                 raise CallTimeoutError(
-                    f"Deadline Exceeded: {method!r} on member {self._names[member]} did not "
+                    f"Deadline Exceeded: {method!r} on member {member.name} did not "
                     f"complete within timeout={timeout}s") from None
             except ServerUnavailableError:
-                gone.add(member)
-                if len(gone) == len(self) and (deadline is None
-                                               or time.monotonic() >= deadline):
+                gone.add(index)
+                if len(gone) == len(members) and (deadline is None
+                                                  or time.monotonic() >= deadline):
                     raise
-                if len(gone) == len(self):
+                if len(gone) == len(members):
                     gone.clear()  # every one gone: look again, while time is left
 
-    def _pick_least_loaded(self, gone: set[int]) -> int:
-        """The member with the fewest calls in flight (ties: the next one round; members
-        found gone lately last), counted in flight at once, so that concurrent choices
-        spread."""
+    def _pick_least_loaded(self, members: tuple[_Member, ...], gone: set[int]) -> int:
+        """The index of the member with the fewest calls in flight (ties: the next one
+        round; members found gone lately last), counted in flight at once, so that
+        concurrent choices spread."""
         start = next(self._next_choice)
-        order = [(start + i) % len(self) for i in range(len(self))]
+        order = [(start + i) % len(members) for i in range(len(members))]
         now = time.monotonic()
         with self._lock:
-            member = min((m for m in order if m not in gone),
-                         key=lambda m: (self._gone_until[m] > now, self._in_flight[m]))
-            self._in_flight[member] += 1
-            return member
+            index = min((i for i in order if i not in gone),
+                        key=lambda i: (members[i].gone_until > now, members[i].in_flight))
+            members[index].in_flight += 1
+            return index
+
+
+def _members_of(clients: Sequence[Client], names: Sequence[str] | None,
+                kept: dict[str, _Member]) -> tuple[_Member, ...]:
+    """The members of these clients, in order (those named in `kept` are kept as they are).
+
+    Raises:
+      TypeError: no clients, or something other than courier Clients.
+      ValueError: as many names as clients are needed.
+    """
+    clients = list(clients)
+    if not clients or not all(isinstance(c, Client) for c in clients):
+        raise TypeError(f"A GroupClient needs one or more courier Clients, got {clients!r}")
+    if names is not None and len(names) != len(clients):
+        raise ValueError(f"{len(names)} names for {len(clients)} members")
+    names = list(names) if names is not None else [c.address for c in clients]
+    return tuple(kept.get(name) or _Member(client, name)
+                 for client, name in zip(clients, names, strict=True))
+
+
+def _mark_gone(member: _Member) -> None:
+    """Leaves `member` last in `choose` for a while (called holding the group's lock)."""
+    member.gone_until = time.monotonic() + UNAVAILABLE_SECS
 
 
 class _View:

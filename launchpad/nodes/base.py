@@ -24,6 +24,27 @@ from launchpad.program import GraphNode, Program
 class Node(GraphNode):
     """Base of every node type."""
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> "Node":
+        node = super().__new__(cls)
+        node._made_with = (args, kwargs)  # what `replica` makes its copies with
+        return node
+
+    def replica(self) -> "Node":
+        """A new node made as this one was: its type's constructor, called again with the
+        same arguments (the same handles: the same edges). A group grows by these.
+
+        Raises:
+          ValueError: the constructor refused (e.g. an `lp.Address` among the arguments,
+            which can belong to one node only), said with the node's name.
+        """
+        args, kwargs = self._made_with
+        try:
+            return type(self)(*args, **kwargs)
+        except Exception as e:
+            raise ValueError(f"Cannot make another node like {self.name}: its constructor, "
+                             f"called again with its arguments, raised "
+                             f"{type(e).__name__}: {e}") from e
+
     def __init__(self):
         self.program: Program | None = None
         self.program_name = ""
@@ -118,7 +139,8 @@ class Node(GraphNode):
         return list(dict.fromkeys(label for label in labels if label))
 
     def create_group_handle(self, nodes: list[GraphNode]) -> Any:
-        return group.GroupHandle([node.create_handle() for node in nodes])
+        return group.GroupHandle([node.create_handle() for node in nodes],
+                                 follows=nodes[0].label)
 
     def kind(self) -> str:
         """The launchpad node type this node is (a user's subclass of CourierNode is a
@@ -183,7 +205,7 @@ class Node(GraphNode):
         return handle
 
     def __getstate__(self) -> dict:
-        return {**self.__dict__, "program": None, "_created_handles": []}
+        return {**self.__dict__, "program": None, "_created_handles": [], "_made_with": None}
 
     @abc.abstractmethod
     def create_handle(self) -> Handle:

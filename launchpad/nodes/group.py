@@ -14,6 +14,7 @@ program's picture draws it as one edge to the group.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 
 from launchpad import context, courier
@@ -26,16 +27,20 @@ class GroupHandle(Dereferenceable):
 
     Args:
       handles: the members' handles (each a CourierNode's, whose client makes calls).
+      follows: the label of the group these handles are the whole of (`program.group_handle`
+        gives it): its client then follows the group as it grows and shrinks while the
+        program runs (`controller.scale`).
     Raises:
       TypeError: `handles` is empty, or holds something other than handles.
     """
 
-    def __init__(self, handles: Sequence[Handle]):
+    def __init__(self, handles: Sequence[Handle], follows: str | None = None):
         handles = list(handles)
         if not handles or not all(isinstance(h, Handle) for h in handles):
             raise TypeError(f"lp.GroupHandle needs a list of one or more node handles (those "
                             f"program.add_node returns), got {handles!r}")
         self._handles = handles
+        self._follows = follows
 
     @property
     def members(self) -> list[Handle]:
@@ -75,9 +80,32 @@ class GroupHandle(Dereferenceable):
         node_context = context.current_or_none()
         if node_context is not None:  # its broadcast failures are in the node's telemetry
             node_context.groups.add(group)
+            if self._follows and node_context.controller_address:
+                threading.Thread(target=_follow, args=(group, self._handles[0], node_context),
+                                 name=f"lp-group-{self._follows}", daemon=True).start()
         return group
 
     def __repr__(self) -> str:
         names = [handle.node_name for handle in self._handles[:3]]
         more = f", ... ({len(self)} members)" if len(self) > 3 else ""
         return f"<GroupHandle {', '.join(names)}{more}>"
+
+
+def _follow(group: courier.GroupClient, first: Handle,
+            node_context: context.NodeContext) -> None:
+    """Keeps `group` the members its group has, as the controller says it changes, until
+    the program stops (or its controller is gone)."""
+    label = first._label
+    known = len(group)
+    while True:
+        try:
+            size = node_context.controller.wait_group_change(label, known)
+        except Exception:  # noqa: BLE001 - the controller is gone: the program has ended
+            return
+        if size < 0:
+            return
+        have = dict(zip(group.names, (group[i] for i in range(len(group))), strict=True))
+        names = [f"{label}/{index}" for index in range(size)]
+        group.change_members([have.get(name) or first.sibling(index).dereference()
+                              for index, name in enumerate(names)], names)
+        known = size

@@ -9,6 +9,7 @@ dereferences it. Each node type's handle (courier's, Reverb's, a group's) subcla
 from __future__ import annotations
 
 import abc
+import copy
 from typing import TYPE_CHECKING, Any
 
 from launchpad import context
@@ -65,6 +66,15 @@ class Handle(Dereferenceable):
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_node": None, "_identity": self._where()}
+
+    def sibling(self, index: int) -> "Handle":
+        """The same kind of handle, of node `index` of this one's group (a member a running
+        program's group grew by)."""
+        program_name, label, _ = self._where()
+        made = copy.copy(self)
+        made._node = None
+        made._identity = (program_name, label, index)
+        return made
 
     def __getattr__(self, name: str) -> Any:
         # Only for attributes a handle does not have: a method of its node called on the

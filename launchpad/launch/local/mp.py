@@ -66,24 +66,29 @@ class ProcessesLauncher(Launcher):
         output, options = plan.output, plan.options
         spawner = fork_server.ForkServer()
         controller.on_finish(lambda: _clean_up(output, spawner))
-        node_processes = []
-        for node in plan.program.get_all_nodes():
-            settings = options.local_resources.get(node.label) or PythonProcess()
-            node_spec = spec.make_spec(
-                node, controller.launcher_context, node.label, node.index,
-                termination_notice_secs=controller.termination_notice_secs,
-                liveness_timeout_secs=controller.liveness_timeout_secs,
-                bind_host=options.bind_address or spec.LOOPBACK, argv=settings.argv(),
-                env=settings.env, state=controller.state_spec(node.label),
-                failure_shown_by_launcher=output.terminal.shows_output)
-            node_process = NodeProcess(
-                node.name, spec.write_spec_file(node_spec, output.folder), settings, spawner,
-                lambda name=node.name: output.terminal.open(name),
-                on_exit=controller.worker_ended, imports=node.heavy_imports())
-            controller.add_worker(node_process)
-            node_processes.append(node_process)
-        for node_process in node_processes:
-            node_process.start()
+
+        def start_nodes(nodes: list) -> None:
+            node_processes = []
+            for node in nodes:
+                settings = options.local_resources.get(node.label) or PythonProcess()
+                node_spec = spec.make_spec(
+                    node, controller.launcher_context, node.label, node.index,
+                    termination_notice_secs=controller.termination_notice_secs,
+                    liveness_timeout_secs=controller.liveness_timeout_secs,
+                    bind_host=options.bind_address or spec.LOOPBACK, argv=settings.argv(),
+                    env=settings.env, state=controller.state_spec(node.label),
+                    failure_shown_by_launcher=output.terminal.shows_output)
+                node_process = NodeProcess(
+                    node.name, spec.write_spec_file(node_spec, output.folder), settings,
+                    spawner, lambda name=node.name: output.terminal.open(name),
+                    on_exit=controller.worker_ended, imports=node.heavy_imports())
+                controller.add_worker(node_process)
+                node_processes.append(node_process)
+            for node_process in node_processes:
+                node_process.start()
+
+        start_nodes(plan.program.get_all_nodes())
+        controller.scaling.start_nodes = start_nodes
         if options.live_status:
             live_status.start(controller)
 

@@ -78,6 +78,9 @@ class ThreadWorker(NodeWorker):
         self._thread.join(timeout)
         return not self._thread.is_alive()
 
+    def retire(self) -> None:
+        self._context.notify_stop()
+
     def terminate(self) -> bool:
         return False
 
@@ -112,12 +115,16 @@ def start_threads(program: Program, controller: Controller, serialize: bool) -> 
             if reason:
                 raise ValueError(f"Node {inner.name} cannot run as a thread: {reason}. Launch "
                                  "the program with local_mp (or test_mp)")
-    if serialize:  # unpicklable nodes fail here, named
-        nodes = [cloudpickle.loads(serialization.pickle_node(node, node.label, node.name,
-                                                             threads=True))
-                 for node in nodes]
-    workers = [ThreadWorker(controller, node) for node in nodes]
-    for worker in workers:
-        controller.add_worker(worker)
-    for worker in workers:
-        worker.start()
+    def start(nodes: list) -> None:
+        if serialize:  # unpicklable nodes fail here, named
+            nodes = [cloudpickle.loads(serialization.pickle_node(node, node.label, node.name,
+                                                                 threads=True))
+                     for node in nodes]
+        workers = [ThreadWorker(controller, node) for node in nodes]
+        for worker in workers:
+            controller.add_worker(worker)
+        for worker in workers:
+            worker.start()
+
+    start(nodes)
+    controller.scaling.start_nodes = start

@@ -127,7 +127,7 @@ class _Watch:
     def _watch_stop(self) -> None:
         controller = self._context.controller
         with contextlib.suppress(Exception):  # an error means the controller is gone
-            controller.wait_for_stop()
+            controller.wait_for_stop(self._context.label, self._context.index)
         stopped_at = time.monotonic()
         self._context.notify_stop()
         with contextlib.suppress(Exception):

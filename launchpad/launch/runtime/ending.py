@@ -54,6 +54,12 @@ class NodeWorker(abc.ABC):
     def restart(self) -> None:
         """Starts the worker's node again (after it failed)."""
 
+    def retire(self) -> None:
+        """Its group shrinks: asks its node to stop gracefully (its stop event, its stop
+        handlers). Workers in another process need nothing: their node learns it from the
+        controller (`wait_for_stop` of that node); a thread's is told here."""
+        return None
+
     def run_started(self, instance: str) -> None:
         """The node's runner reported that its run `instance` started. A worker whose runs
         its launcher cannot see end (a pod, which the cluster runs and re-runs) learns of

@@ -35,12 +35,13 @@ class _Unit:
 def kinds_of(program: Any) -> dict[NodeKey, str]:
     """Every unit of `program` -> its type, as the status names it (a colocation with how
     many nodes it holds)."""
-    kinds = {}
-    for node in program.get_all_nodes():
-        inner = len(node.all_nodes()) - 1
-        kinds[(node.label, node.index)] = (f"{type(node).__name__}({inner})" if inner > 0
-                                           else type(node).__name__)
-    return kinds
+    return {(node.label, node.index): kind_of(node) for node in program.get_all_nodes()}
+
+
+def kind_of(node: Any) -> str:
+    """A unit's type, as the status names it (a colocation with how many nodes it holds)."""
+    inner = len(node.all_nodes()) - 1
+    return f"{type(node).__name__}({inner})" if inner > 0 else type(node).__name__
 
 
 class NodeBook:
@@ -53,6 +54,16 @@ class NodeBook:
     def __init__(self, kinds: dict[NodeKey, str]):
         self._lock = threading.Lock()
         self._units = {unit: _Unit(kind) for unit, kind in kinds.items()}
+
+    def add(self, unit: NodeKey, kind: str) -> None:
+        """A group grew by `unit`, of node type `kind`."""
+        with self._lock:
+            self._units[unit] = _Unit(kind)
+
+    def remove(self, unit: NodeKey) -> None:
+        """A group shrank: `unit` leaves the status."""
+        with self._lock:
+            self._units.pop(unit, None)
 
     def started(self, unit: NodeKey, instance: str, host: str, pid: int) -> None:
         with self._lock:

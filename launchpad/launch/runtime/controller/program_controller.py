@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from launchpad import context, control, courier, telemetry
 from launchpad.courier import TLS
 from launchpad.launch.runtime import errors, interrupts, node_logs, process, run_states, state_store
+from launchpad.launch.runtime.controller.group_scaling import GroupScaling
 from launchpad.launch.runtime.controller.node_book import NodeBook, kinds_of
 from launchpad.launch.runtime.controller.program_stop import ProgramStop
 from launchpad.launch.runtime.controller.registry import AddressRegistry
@@ -95,6 +96,9 @@ class Controller(LaunchpadWorkers):
             program.restart_policies, self._registry, self.stop, liveness_timeout_secs,
             self._book, startup_timeout_secs)
         self._stop = ProgramStop(program.name)
+        # Its launcher sets `scaling.start_nodes` where it can start nodes of a running program.
+        self.scaling = GroupScaling(program, self._registry, self._supervisor, self._book,
+                                    termination_notice_secs)
         self.stop_reason = ""  # why the program was stopped from outside, if it was
         self.failure_raised = False  # whether a wait() has raised the failure to its caller
         # Where each node's output is while the program runs, for read_log (its terminal's
@@ -291,6 +295,33 @@ class Controller(LaunchpadWorkers):
             return
         threading.Thread(target=self._stop_sequence, name=f"lp-stop-{self.program_name}",
                          daemon=True).start()
+
+    def scale(self, label: str, count: int) -> list[str]:
+        """Makes group `label` `count` nodes while the program runs; returns the names of the
+        nodes added or removed. New nodes are made as the group's first was (its
+        constructor and arguments, so the same handles) and started as its launcher started
+        the others; removing stops the highest indices gracefully (their stop events and
+        handlers, then the grace period, SIGTERM, SIGKILL).
+
+        Raises:
+          ValueError: no such group, a count under 1, or a group that cannot change size.
+          NotImplementedError: its launcher cannot start nodes of a running program.
+          RuntimeError: the program is stopping.
+        """
+        if self._stop.stop_future().done():
+            raise RuntimeError(f"Program {self.program_name!r} is stopping: its groups no "
+                               "longer change")
+        return self.scaling.scale(label, count, self.launch_type)
+
+    def node_stop_future(self, label: str, index: int) -> concurrent.futures.Future:
+        """Set when the program starts stopping, or when node label/index's group shrinks
+        by it."""
+        return self.scaling.stop_future(self._registry.check_node(label, index),
+                                        self._stop.stop_future())
+
+    def group_size_future(self, label: str, known: int) -> concurrent.futures.Future:
+        """Set to group `label`'s size once it is not `known`; -1 once the program stops."""
+        return self.scaling.size_future(label, known, self._stop.stop_future())
 
     def kill(self) -> None:
         """Stops the program without a grace period: node processes are killed now (threads,

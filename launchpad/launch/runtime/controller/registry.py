@@ -55,6 +55,20 @@ class AddressRegistry:
                 f"Program {self._program!r} has no node {label}/{index}; its nodes are "
                 f"{', '.join(sorted(f'{lb}/{i}' for lb, i in self._unit_of))}") from None
 
+    def add_unit(self, unit: NodeKey, nodes: list[NodeKey]) -> None:
+        """A group grew: `unit` and the nodes it runs (itself, or a colocation's)."""
+        with self._lock:
+            for node in nodes:
+                self._unit_of[node] = unit
+
+    def remove_unit(self, unit: NodeKey) -> None:
+        """A group shrank: `unit` and its nodes are no more (lookups of them fail, named)."""
+        with self._lock:
+            self._forget_addresses(unit)
+            for node in [node for node, of in self._unit_of.items() if of == unit]:
+                del self._unit_of[node]
+            self._ended.discard(unit)
+
     def register(self, label: str, index: int, name: str, address: str,
                  host_id: str = "") -> None:
         self.check_node(label, index)

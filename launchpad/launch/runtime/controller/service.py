@@ -140,8 +140,17 @@ class ControllerService:
     def restarts(self) -> dict[str, int]:
         return self._controller.restarts()
 
-    def wait_for_stop(self) -> concurrent.futures.Future:
-        return self._controller.stop_future()
+    def wait_for_stop(self, label: str | None = None,
+                      index: int = 0) -> concurrent.futures.Future:
+        if label is None:
+            return self._controller.stop_future()
+        return self._controller.node_stop_future(label, index)
+
+    def wait_group_change(self, label: str, known: int) -> concurrent.futures.Future:
+        return self._controller.group_size_future(label, known)
+
+    def scale(self, label: str, count: int) -> list[str]:
+        return self._controller.scale(label, count)
 
     def wait_for_end(self) -> concurrent.futures.Future:
         return self._controller.end_future()

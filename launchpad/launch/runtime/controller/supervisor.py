@@ -78,6 +78,7 @@ class Supervisor:
         self._reports: dict[NodeKey, tuple | None] = {}  # how the current run said it ended
         self._concluded: dict[NodeKey, int] = {}  # the last attempt of each unit that ended
         self._restarts: dict[NodeKey, int] = {}
+        self._retiring: set[NodeKey] = set()  # units a shrinking group is ending
         self._timers: list[threading.Timer] = []
         self._restarts_under_way = 0
         self._stopping = False
@@ -92,6 +93,26 @@ class Supervisor:
         with self._lock:
             self._workers[_key(worker.name)] = worker
 
+    def add_unit(self, unit: NodeKey) -> None:
+        """A group grew by `unit` (its launcher adds its worker next)."""
+        with self._lock:
+            self._running.add(unit)
+
+    def retire(self, unit: NodeKey) -> NodeWorker | None:
+        """A group shrinks by `unit`: however its run ends now, it finished (no restart, no
+        failure of the program; a traceback is logged). Returns its worker."""
+        with self._lock:
+            self._retiring.add(unit)
+            return self._workers.get(unit)
+
+    def forget_unit(self, unit: NodeKey) -> None:
+        """A retired unit has ended: it is no more."""
+        with self._lock:
+            for kept in (self._workers, self._concluded, self._restarts, self._reports):
+                kept.pop(unit, None)
+            self._retiring.discard(unit)
+            self._running.discard(unit)
+
     def workers(self) -> list[NodeWorker]:
         with self._lock:
             return list(self._workers.values())
@@ -105,7 +126,11 @@ class Supervisor:
             self._concluded[unit] = worker.attempt
             outcome = self._reports.pop(unit, "none")
             self._forget_run(unit)
-        if worker.returncode == 0 or worker.ended_by_launcher:
+            retiring = unit in self._retiring
+        if retiring and outcome not in ("none", _FINISHED) and worker.returncode != 0:
+            logging.warning("Node %s of %s failed as its group shrank: %s\n%s", _name(unit),
+                            self._program, outcome[0], outcome[1])
+        if worker.returncode == 0 or worker.ended_by_launcher or retiring:
             self._finished(unit)
         elif outcome not in ("none", _FINISHED):
             # Its exit (code 1: it raised) says nothing the node's report did not.
