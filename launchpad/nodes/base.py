@@ -24,7 +24,7 @@ from launchpad.program import GraphNode, Program
 class Node(GraphNode):
     """Base of every node type."""
 
-    def __new__(cls, *args: Any, **kwargs: Any) -> "Node":
+    def __new__(cls, /, *args: Any, **kwargs: Any) -> "Node":  # (a user's keyword `cls` too)
         node = super().__new__(cls)
         node._made_with = (args, kwargs)  # what `replica` makes its copies with
         return node
@@ -39,11 +39,16 @@ class Node(GraphNode):
         """
         args, kwargs = self._made_with
         try:
-            return type(self)(*args, **kwargs)
+            made = type(self)(*args, **kwargs)
         except Exception as e:
-            raise ValueError(f"Cannot make another node like {self.name}: its constructor, "
+            raise ValueError(f"Cannot make another node like {self!r}: its constructor, "
                              f"called again with its arguments, raised "
                              f"{type(e).__name__}: {e}") from e
+        if len(made.addresses) != len(self.addresses):
+            raise ValueError(f"Cannot make another node like {self!r}: addresses were "
+                             "allocated to it after it was made (allocate_address), which a "
+                             "node made again would share; allocate them in its constructor")
+        return made
 
     def __init__(self):
         self.program: Program | None = None

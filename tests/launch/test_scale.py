@@ -117,3 +117,17 @@ def test_a_launcher_that_cannot_start_nodes_of_a_running_program_says_so(slurm, 
     controller = slurm(_program(box()))
     with pytest.raises(NotImplementedError, match="launched with slurm cannot be scaled"):
         controller.scale("worker", 3)
+
+
+def _noop(*_, **__):
+    return None
+
+
+def test_a_replica_is_made_with_the_arguments_the_first_was_made_with():
+    first = lp.PyNode(_noop, "x", fn=1, cls=2)  # (keywords a constructor's own names shadow)
+    made = first.replica()
+    assert made is not first and made.arguments() == first.arguments()
+    allocated = lp.PyNode(_noop)
+    allocated.allocate_address("extra")
+    with pytest.raises(ValueError, match="addresses were allocated to it after it was made"):
+        allocated.replica()
