@@ -74,23 +74,22 @@ def _quick(server, method: str) -> bool:
     return server.metrics.is_quick(method, call_batches.QUICK_SECS, 8)
 
 
-def _until_quick(server, stream, *methods: str) -> bool:
-    """Calls each of `methods` (one call per message, in order) until the server knows them
-    all as quick: 8 calls at least, more while a call held up by the machine (a preemption
-    of milliseconds, on a loaded one) still weighs on their mean. False if 256 rounds do not."""
+def _until_quick(server, stream, *calls: tuple) -> bool:
+    """Makes each of `calls` ((method, *args): one call per message, in order) until the
+    server knows their methods all as quick: 8 calls at least, more while a call held up by
+    the machine (a preemption of milliseconds, on a loaded one) still weighs on their mean.
+    False if 256 rounds do not."""
     for round_ in range(256):
-        for method in methods:
-            _replies(stream, _message((method,)), 1)
-        if round_ >= 7 and all(_quick(server, method) for method in methods):
+        for call in calls:
+            _replies(stream, _message(call), 1)
+        if round_ >= 7 and all(_quick(server, call[0]) for call in calls):
             return True
     return False
 
 
 def test_quick_calls_of_a_message_run_in_order_on_one_thread(served):
     server, stream = served
-    for _ in range(8):  # known as quick once it has answered a few calls quickly
-        _replies(stream, _message(("where", 0)), 1)
-    assert _quick(server, "where")
+    assert _until_quick(server, stream, ("where", 0))  # known as quick once it answered so
     results = _replies(stream, _message(*[("where", i) for i in range(16)]), 16)
     assert [results[n][0] for n in range(1, 17)] == list(range(16))
     assert len({thread for _, thread in results.values()}) == 1
@@ -108,6 +107,6 @@ def test_calls_of_a_method_not_known_as_quick_run_at_once_on_workers(served):
 def test_a_quick_method_that_blocks_holds_its_message_up_only_for_a_while(served):
     server, stream = served
     # Each quick: `wait` finds the event `release` set just before.
-    assert _until_quick(server, stream, "release", "wait")
+    assert _until_quick(server, stream, ("release",), ("wait",))
     # Now both run here, `wait` first: `release` is handed to a worker after INLINE_SECS.
     assert _replies(stream, _message(("wait",), ("release",)), 2) == {1: True, 2: True}

@@ -6,7 +6,6 @@ one (the environment asks for gRPC or TCP, or there is no socket directory)."""
 from __future__ import annotations
 
 import errno
-import os
 import socket
 import struct
 
@@ -56,16 +55,18 @@ def test_it_serves_every_transport_when_the_environment_asks_for_another(
     assert client.ping() == "pong" and courier.transport_of(client) == mode
 
 
-def test_without_a_socket_directory_it_serves_every_transport(serve, connect, service):
-    directory = unix_sockets.socket_dir()
-    os.chmod(directory, 0o755)  # not this user's alone: not used
-    try:
-        server = serve(service, token=TOKEN, local_only=True)
-        client = connect(server, token=TOKEN, transport="local")
-        # Every transport after all: gRPC, which hands over to the TCP port it offers.
-        assert client.ping() == "pong" and courier.transport_of(client) == "tcp"
-    finally:
-        os.chmod(directory, 0o700)
+def test_without_a_socket_directory_it_serves_every_transport(serve, connect, service,
+                                                             monkeypatch, tmp_path):
+    # A directory others may use is not used. (This process's own: the user's shared one,
+    # made unusable, would send other test runs' calls to gRPC meanwhile.)
+    directory = tmp_path / "sockets"
+    directory.mkdir(mode=0o755)
+    monkeypatch.setattr(unix_sockets, "DIRECTORY", str(directory))
+    assert unix_sockets.socket_dir() is None
+    server = serve(service, token=TOKEN, local_only=True)
+    client = connect(server, token=TOKEN, transport="local")
+    # Every transport after all: gRPC, which hands over to the TCP port it offers.
+    assert client.ping() == "pong" and courier.transport_of(client) == "tcp"
 
 
 def test_a_client_that_dialed_before_the_server_started_reaches_it(serve, connect, service,

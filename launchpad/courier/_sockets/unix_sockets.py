@@ -35,11 +35,12 @@ from launchpad.courier.tls import TLS, tls_tag
 _PEERCRED = struct.Struct("3i")
 _STALE_SECS = 60.0
 _swept = False  # whether this process has swept the socket directory
+DIRECTORY = f"/tmp/launchpad-courier-{os.getuid()}"  # this user's, shared by its processes
 
 
 def socket_dir() -> str | None:
     """This user's socket directory, made if missing; None if it is not safely ours."""
-    path = f"/tmp/launchpad-courier-{os.getuid()}"
+    path = DIRECTORY
     try:
         os.mkdir(path, 0o700)
     except FileExistsError:
