@@ -53,7 +53,11 @@ class _Player:
 class Actor:
     """Explores and writes n-step transitions into replay until the program stops."""
 
-    def __init__(self, replay, variable_source, counter, actor_id: int, config: D4PGConfig):
+    def __init__(self, replay, variable_source, counter, config: D4PGConfig,
+                 actor_id: int | None = None):
+        # By default its index in its group: actors a running group grows by (`launchpad
+        # scale`) are made with the first one's arguments, and explore differently still.
+        actor_id = lp.context.current().index if actor_id is None else actor_id
         self._replay = replay
         self._counter = counter
         self._config = config

@@ -4,7 +4,9 @@ The counter is Acme's `Counter` as a node: actors and the learner add to named c
 steps, learner steps) and set values (replay size, losses); the evaluator records each
 average return, and the counter keeps the learning curve (one row per evaluation: the counts
 then, the wall time, the return) and writes it to `<output_dir>/curve.json` as it grows, so
-the curve survives the program.
+the curve survives the program. It also keeps the program's changes (`record_event`: the
+actor group scaled while it learns), written to `<output_dir>/events.json`, which the curve's
+picture marks.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import time
 import launchpad as lp
 
 CURVE_FILE = "curve.json"
+EVENTS_FILE = "events.json"
 POLL_SECS = 1.0  # how often the limiter reads the counts
 
 
@@ -31,6 +34,7 @@ class Counter:
         self._counts: dict[str, float] = collections.defaultdict(float)
         self._values: dict[str, float] = {}
         self._curve: list[dict] = []
+        self._events: list[dict] = []
 
     def increment(self, **deltas: float) -> None:
         with self._lock:
@@ -49,18 +53,29 @@ class Counter:
                     "latest_return": latest, "wall_s": time.time() - self._started_at}
 
     def record_evaluation(self, average_return: float) -> None:
-        with self._lock:
-            self._curve.append({"actor_steps": int(self._counts["actor_steps"]),
-                                "learner_steps": int(self._counts["learner_steps"]),
-                                "wall_s": round(time.time() - self._started_at, 2),
-                                "return": average_return})
-            curve = list(self._curve)
-        if self._output_dir:
-            _write_json(os.path.join(self._output_dir, CURVE_FILE), curve)
+        self._record(self._curve, CURVE_FILE, {"return": average_return})
 
     def get_curve(self) -> list[dict]:
         with self._lock:
             return list(self._curve)
+
+    def record_event(self, event: str, **details: float) -> None:
+        """A change of the program (`event`, e.g. "actors 2 -> 6") at the counts of now."""
+        self._record(self._events, EVENTS_FILE, {"event": event, **details})
+
+    def get_events(self) -> list[dict]:
+        with self._lock:
+            return list(self._events)
+
+    def _record(self, rows: list[dict], file_name: str, row: dict) -> None:
+        """Appends `row`, with the counts and wall time of now, to `rows`, and writes them."""
+        with self._lock:
+            rows.append({"actor_steps": int(self._counts["actor_steps"]),
+                         "learner_steps": int(self._counts["learner_steps"]),
+                         "wall_s": round(time.time() - self._started_at, 2), **row})
+            written = list(rows)
+        if self._output_dir:
+            _write_json(os.path.join(self._output_dir, file_name), written)
 
 
 def _write_json(path: str, value) -> None:

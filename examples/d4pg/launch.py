@@ -14,6 +14,7 @@ draws the learning curve (the evaluator's return) to `<output_dir>/curve.png`.
 
     python -m examples.d4pg.launch --lp_launch_type=local_mp --num_actors=2
     python -m examples.d4pg.launch --max_actor_steps=100000 --devices=2
+    python -m examples.d4pg.launch --lp_launch_type=local_mp --scale_actors=6@20000,2@40000
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import time
 from absl import app, flags
 
 import launchpad as lp
-from examples.d4pg import counting, progress
+from examples.d4pg import counting, progress, scaling
 from examples.d4pg.actors import Actor, Evaluator
 from examples.d4pg.config import ENVIRONMENT, D4PGConfig
 from examples.d4pg.learner import D4PGLearner
@@ -53,6 +54,9 @@ def _define_config_flags() -> dict:
 _CONFIG_FLAGS = _define_config_flags()
 _OUTPUT_DIR = flags.DEFINE_string("output_dir", None, "Where the learning curve (curve.json, "
                                   "curve.png) goes; default: a new folder under the temp dir.")
+_SCALE_ACTORS = flags.DEFINE_list(
+    "scale_actors", [], "Scale the actor group while it learns: COUNT@ACTOR_STEPS marks, e.g. "
+    "6@20000,2@40000 (6 actors from 20,000 actor steps on, then 2 from 40,000).")
 _PROGRESS = flags.DEFINE_enum("progress", "auto", ["auto", "live", "plain", "none"],
                               "How the launching process shows progress: a live table (on "
                               "a terminal, with auto), plain lines, or nothing.")
@@ -105,8 +109,8 @@ def make_program(config: D4PGConfig | None = None, output_dir: str | None = None
     # policy again and writes on), up to max_restarts times each.
     restart = lp.RestartPolicy(max_restarts=config.max_restarts) if config.max_restarts else None
     with program.group("actor", restart=restart):
-        for actor_id in range(config.num_actors):
-            program.add_node(lp.CourierNode(Actor, replay, cacher, counter, actor_id, config))
+        for _ in range(config.num_actors):
+            program.add_node(lp.CourierNode(Actor, replay, cacher, counter, config))
     with program.group("evaluator", restart=restart):
         program.add_node(lp.CourierNode(Evaluator, cacher, counter, config))
     program.add_node(lp.PyNode(counting.stop_after, counter, "actor_steps",
@@ -115,8 +119,9 @@ def make_program(config: D4PGConfig | None = None, output_dir: str | None = None
     return program
 
 
-def read_curve(output_dir: str) -> list[dict]:
-    path = os.path.join(output_dir, counting.CURVE_FILE)
+def read_curve(output_dir: str, name: str = counting.CURVE_FILE) -> list[dict]:
+    """The learning curve the counter wrote (or, given its name, its events)."""
+    path = os.path.join(output_dir, name)
     if not os.path.exists(path):
         return []
     with open(path) as f:
@@ -124,9 +129,11 @@ def read_curve(output_dir: str) -> list[dict]:
 
 
 def run(config: D4PGConfig, output_dir: str, show: str = "auto",
-        launch_type: str | None = None) -> lp.Controller:
+        launch_type: str | None = None,
+        schedule: list[tuple[int, int]] = ()) -> lp.Controller:
     """Launches the agent, shows its progress (`show`: auto, live, plain, none) until it
-    stops, and returns its controller (ended; `wait()` raises a node's failure)."""
+    stops, and returns its controller (ended; `wait()` raises a node's failure). `schedule`:
+    (actor steps, actors) marks at which the actor group is scaled (scaling.py)."""
     program = make_program(config, output_dir)
     # A live view and node output cannot share the terminal: nodes' output goes to files
     # under process launchers, unless the user chose where it goes.
@@ -135,8 +142,10 @@ def run(config: D4PGConfig, output_dir: str, show: str = "auto",
     launch_type = launch_type or flags.FLAGS.lp_launch_type or "local_mt"
     controller = lp.launch(program, launch_type=launch_type,
                            terminal=terminal if launch_type == "local_mp" else None)
+    counter = program.groups["counter"][0].create_handle().dereference()
+    if schedule:
+        scaling.follow_schedule(controller, counter, schedule, config.num_actors)
     if show != "none":
-        counter = program.groups["counter"][0].create_handle().dereference()
         progress.follow(controller, counter, config.max_actor_steps,
                         live={"auto": None, "live": True, "plain": False}[show])
     controller.wait()
@@ -148,15 +157,17 @@ def main(argv: list[str]) -> None:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
     try:
         config = config_from_flags()
+        schedule = scaling.parse_schedule(_SCALE_ACTORS.value)
     except ValueError as e:
         raise app.UsageError(str(e)) from None
     output_dir = _OUTPUT_DIR.value or tempfile.mkdtemp(prefix="d4pg-")
     os.makedirs(output_dir, exist_ok=True)
-    controller = run(config, output_dir, _PROGRESS.value)
+    controller = run(config, output_dir, _PROGRESS.value, schedule=schedule)
     from examples.d4pg.plot import draw_curve
     curve = read_curve(output_dir)
     if curve:
-        draw_curve(curve, os.path.join(output_dir, "curve.png"))
+        draw_curve(curve, os.path.join(output_dir, "curve.png"),
+                   events=read_curve(output_dir, counting.EVENTS_FILE))
         print(f"d4pg: the evaluator's return went from {curve[0]['return']:.0f} to "
               f"{curve[-1]['return']:.0f} in {curve[-1]['actor_steps']:,} actor steps, "
               f"{curve[-1]['learner_steps']:,} learner steps, {curve[-1]['wall_s']:.0f} s",

@@ -168,9 +168,10 @@ class Client:
         future.courier_client = self  # as submit_parts' futures
         return self._slot.get(self._open_connection).start(method, parts, future)
 
-    def _close(self) -> None:
-        """Closes the connection; calls in flight fail. Safe to call more than once."""
-        self._slot.close(f"the client of {self.address} was closed")
+    def _close(self, reason: str = "") -> None:
+        """Closes the connection; calls in flight fail (ClientClosedError: `reason`, or that
+        the client was closed). Safe to call more than once."""
+        self._slot.close(reason or f"the client of {self.address} was closed")
         self._deadlines.close()
 
     def _send(self, method: str, parts: list,

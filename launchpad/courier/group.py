@@ -107,7 +107,10 @@ class GroupClient:
             callbacks = list(self._on_change)
         unused = [client for client, name in zip(clients, names, strict=True)
                   if name in kept and kept[name].client is not client]
-        for client in [member.client for member in removed] + unused:
+        for member in removed:
+            member.client._close(f"{member.name} left the group (its group shrank) with the "
+                                 "call in flight")
+        for client in unused:
             client._close()
         for callback in callbacks:
             callback(list(names))

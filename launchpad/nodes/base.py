@@ -210,7 +210,9 @@ class Node(GraphNode):
         return handle
 
     def __getstate__(self) -> dict:
-        return {**self.__dict__, "program": None, "_created_handles": [], "_made_with": None}
+        # `_made_with` travels: a detached program's controller, in its cluster, grows a
+        # group from it (its handles pickle as their nodes' names, as the node's own do).
+        return {**self.__dict__, "program": None, "_created_handles": []}
 
     @abc.abstractmethod
     def create_handle(self) -> Handle:

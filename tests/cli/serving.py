@@ -68,7 +68,7 @@ def main(_) -> None:
                                                          max_backoff_secs=600)):
         program.add_node(lp.PyNode(crash))
     controller = lp.launch(program, termination_notice_secs=5)
-    print("launched", controller.run_id, flush=True)
+    print(f"launched {controller.run_id}", flush=True)  # one write: stderr shares the pipe
 
 
 if __name__ == "__main__":

@@ -124,16 +124,20 @@ def test_bad_flag_is_refused_before_anything_launches():
 @pytest.mark.usefixtures("no_leaked_processes")
 @pytest.mark.timeout(300)  # past the run's own 240 s: the suite's 120 s would cut it first
 @pytest.mark.parametrize("args", [
-    [],
+    # The actor group scaled 2 -> 3 -> 1 while it learns (examples/d4pg/scaling.py).
+    ["--scale_actors=3@200,1@600"],
     # The learner replicated over two worker processes: the same trainer's modes are
     # tested in every run by tests/launch/test_replicated.py, and sngan's two workers run.
     pytest.param(["--num_workers=2"], marks=pytest.mark.long_example),
-], ids=["one_device", "two_workers"])
+], ids=["one_device_scaled", "two_workers"])
 def test_d4pg_runs_a_short_program_and_stops_cleanly(tmp_path, args):
     """Every node runs (replay, counter, learner, cacher, two actors, evaluator, limiter);
-    the limiter stops the program after its steps; the curve is written and drawn."""
+    the limiter stops the program after its steps; the curve is written and drawn. Scaled,
+    the actor group changes at its marks, and the learner is never restarted."""
+    scaled = any(arg.startswith("--scale_actors") for arg in args)
+    steps = 1400 if scaled else 800  # room for both marks before the limiter stops it
     result = run_example("d4pg", [
-        "--max_actor_steps=800", "--min_replay_size=200", "--batch_size=32",
+        f"--max_actor_steps={steps}", "--min_replay_size=200", "--batch_size=32",
         "--hidden_sizes=32,32", "--eval_every_secs=2", "--eval_episodes=1",
         "--progress=plain", f"--output_dir={tmp_path}", *args], "local_mp", timeout=240,
         env={"LAUNCHPAD_LOGGING_DIR": str(tmp_path / "logs")})
@@ -142,15 +146,22 @@ def test_d4pg_runs_a_short_program_and_stops_cleanly(tmp_path, args):
     assert "d4pg: the evaluator's return went from" in result.stdout, report
     assert "Program stopped cleanly." in result.stdout, report
     curve = json.loads((tmp_path / "curve.json").read_text())
-    assert len(curve) >= 2 and curve[-1]["actor_steps"] >= 800, curve
+    assert len(curve) >= 2 and curve[-1]["actor_steps"] >= steps, curve
     assert curve[-1]["learner_steps"] > 0, curve
     assert (tmp_path / "curve.png").stat().st_size > 0
+    if scaled:
+        assert re.search(r"d4pg: actors 2 -> 3 at \d", result.stdout), report
+        assert re.search(r"d4pg: actors 3 -> 1 at \d", result.stdout), report
+        events = json.loads((tmp_path / "events.json").read_text())
+        assert [e["event"] for e in events] == ["actors 2 -> 3", "actors 3 -> 1"], events
+        assert [e["learner_restarts"] for e in events] == [0, 0], events
+        assert events[0]["actor_steps"] >= 200 and events[1]["actor_steps"] >= 600, events
     # The nodes' output went to files (the terminal showed progress): <label>/<index> in the
     # logging folder, as Launchpad's.
     log_dir = pathlib.Path(re.search(r"d4pg: node logs in (\S+)/", result.stdout)[1])
     assert log_dir == tmp_path / "logs", report
     logs = {f"{path.parent.name}/{path.name}": path.read_text() for path in log_dir.glob("*/*")}
-    assert "limiter: actor_steps reached 800" in logs["limiter/0"], logs
+    assert f"limiter: actor_steps reached {steps:,}" in logs["limiter/0"], logs
     assert not any("cpu_feature_guard" in log for log in logs.values()), logs  # quiet TF
 
 

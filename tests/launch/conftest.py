@@ -159,6 +159,15 @@ def launch_processes(request, cluster_first, no_leaked_threads, no_leaked_proces
 
 
 @pytest.fixture
+def ray_launch(request, ray_cluster, monkeypatch, no_leaked_threads, no_leaked_processes):
+    """`ray_launch(program, **options)` launches on the test cluster; programs are stopped
+    after (a failure a test expects does not fail it)."""
+    launch, controllers = _launcher("ray", request)
+    yield launch
+    _stop_all(controllers, failures_expected=True)
+
+
+@pytest.fixture
 def slurm(request, slurm_cluster, monkeypatch, tmp_path, no_leaked_threads,
           no_leaked_processes):
     """`slurm(program, **options)` launches on the test cluster; programs are stopped after

@@ -16,9 +16,9 @@ import abc
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from launchpad import control, telemetry
+from launchpad import control, courier, telemetry
 from launchpad.courier import TLS
-from launchpad.launch.runtime.errors import NodeFailedError
+from launchpad.launch.runtime.errors import NodeFailedError, ProgramStoppedError
 
 _Answer = TypeVar("_Answer")
 
@@ -63,6 +63,10 @@ class ProgramController(Protocol):
 
     def restarts(self) -> dict[str, int]:
         """'label/index' -> how many times the node was restarted by its group's policy."""
+
+    def scale(self, label: str, count: int) -> list[str]:
+        """Makes group `label` `count` nodes while the program runs (Controller.scale); the
+        names of the nodes added or removed."""
 
     def __enter__(self) -> ProgramController: ...
 
@@ -130,6 +134,25 @@ class RemoteController(abc.ABC):
     def status(self) -> telemetry.ProgramStatus | None:
         """Every node of the program now, as its controller sees it (telemetry.py); None
         while its controller cannot be reached (not started yet, or ended)."""
+
+    def scale(self, label: str, count: int) -> list[str]:
+        """As Controller.scale, asked of the program's controller in its cluster.
+
+        Raises:
+          ProgramStoppedError: its controller cannot be reached (not started yet, or ended).
+        """
+        gone = ProgramStoppedError(f"Program {self.program_name!r} (run {self.run_id}) has "
+                                   "no controller to reach: it is not running")
+        where = self._controller_at()
+        if where is None:
+            raise gone
+        client = control.ControllerClient(*where)
+        try:
+            return client.scale(label, count)
+        except courier.ServerUnavailableError:
+            raise gone from None
+        finally:
+            client.close()
 
     def _controller_at(self) -> tuple[str, str, TLS | None] | None:
         """Where its controller listens: (address, token, TLS); None while it is not known

@@ -61,6 +61,10 @@ class DryRun:
     def status(self) -> None:
         """None: there is no controller to ask."""
 
+    def scale(self, label: str, count: int) -> list[str]:
+        raise RuntimeError(f"Program {self.program_name!r} was a dry run: it has no running "
+                           "group to scale")
+
     def __enter__(self) -> DryRun:
         return self
 

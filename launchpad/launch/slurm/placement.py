@@ -45,6 +45,7 @@ class Slot:
     needs: Resources
     component: int
     host: int
+    spare: bool = False  # room a group may grow into (SlurmSettings.max_nodes), no node yet
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,7 +112,8 @@ class Placement:
             for h in range(component.hosts):
                 here = [s for s in self.slots if (s.component, s.host) == (g, h)]
                 used = sum(s.needs.cpus for s in here)
-                nodes = ", ".join(f"{s.node} ({_amount(s.needs.cpus, 'CPU')})" for s in here)
+                nodes = ", ".join(f"{s.node} ({_amount(s.needs.cpus, 'CPU')}"
+                                  f"{', room to grow' if s.spare else ''})" for s in here)
                 lines.append(f"    host {h} ({used}/{component.cpus} CPUs): {nodes}")
         if sbatch:
             lines.append("  " + shlex.join(sbatch))
@@ -182,8 +184,10 @@ def _pack(nodes: list[tuple[str, str, Resources]],
 
 
 def place(program: str, nodes: Sequence[tuple[str, str, Resources]], inventory: Inventory,
-          partition: str | None, mode: str = BY_KIND) -> Placement:
-    """Places `nodes` ('label/index', group, Resources), in the program's order.
+          partition: str | None, mode: str = BY_KIND, spare: frozenset[str] = frozenset()
+          ) -> Placement:
+    """Places `nodes` ('label/index', group, Resources), in the program's order; those named
+    in `spare` are room for a group to grow into, not nodes.
 
     Raises:
       SlurmError: no packing fits the partition's usable hosts; the message has the numbers.
@@ -218,7 +222,7 @@ def place(program: str, nodes: Sequence[tuple[str, str, Resources]], inventory: 
             max(load[2] for load in loads) if with_memory else None,
             tuple(sorted(first.extra.items())),
             tuple(dict.fromkeys(n[1] for n in members))))
-        slots += [Slot(name, group, needs, g, host)
+        slots += [Slot(name, group, needs, g, host, name in spare)
                   for (name, group, needs), host in zip(members, where, strict=True)]
     order = {node[0]: i for i, node in enumerate(nodes)}
     return Placement(program, partition or inventory.default_partition, tuple(components),

@@ -8,7 +8,7 @@ is said here.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from launchpad.launch.runtime import run_records
 from launchpad.launch.slurm import placement as slurm_placement
@@ -43,6 +43,10 @@ class SlurmSettings:
         preemption: `stop_before_end_secs`) stops gracefully - its stateful nodes save
         (lp.StatePolicy) - and its job requeues itself (`sbatch --requeue`, `scontrol
         requeue`); run again, it starts from the saved states under the same run id.
+      max_nodes: group -> the most nodes it may grow to while it runs (`controller.scale`):
+        the job asks Slurm for room for them from the start (each placed as its group's
+        nodes are), so that a group grows into hosts the job holds. Without it, a group
+        grows only into what the packing left free on its hosts.
     """
 
     partition: str | None = None
@@ -56,6 +60,7 @@ class SlurmSettings:
     components: str = slurm_placement.BY_KIND
     pending_timeout_secs: float | None = None
     requeue: bool = False
+    max_nodes: Mapping[str, int] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
         if isinstance(self.sbatch_args, str):
@@ -75,6 +80,10 @@ class SlurmSettings:
         if self.requeue and not self.stop_before_end_secs:
             raise ValueError("SlurmSettings(requeue=True) needs stop_before_end_secs > 0: the "
                              "warning is what makes the program save before its job ends")
+        for group, most in dict(self.max_nodes).items():
+            if not isinstance(most, int) or isinstance(most, bool) or most < 1:
+                raise ValueError(f"SlurmSettings.max_nodes[{group!r}] must be an int >= 1, "
+                                 f"got {most!r}")
         if isinstance(self.time_limit, int) and self.time_limit < 1:
             raise ValueError(f"SlurmSettings.time_limit must be >= 1 minute, got "
                              f"{self.time_limit}")

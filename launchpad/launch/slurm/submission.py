@@ -39,7 +39,6 @@ import re
 import socket
 from collections.abc import Callable
 
-from launchpad.launch.node_process import slot_binding
 from launchpad.launch.runtime import resources as resources_lib
 from launchpad.launch.runtime import run_records, spec, terminals
 from launchpad.launch.runtime.controller import Controller
@@ -50,6 +49,7 @@ from launchpad.launch.slurm import agents as slurm_agents
 from launchpad.launch.slurm import inventory as slurm_inventory
 from launchpad.launch.slurm import job as slurm_job
 from launchpad.launch.slurm.errors import SlurmError
+from launchpad.launch.slurm.host_room import HostRoom
 from launchpad.launch.slurm.job import SlurmJob, run
 from launchpad.launch.slurm.placement import Placement, place
 from launchpad.launch.slurm.settings import SlurmSettings
@@ -77,8 +77,32 @@ def placement_of(program: Program, resources: dict | None,
     """
     needs = resources_lib.per_group(list(program.groups), program.name, resources)
     nodes = [(node.name, node.label, needs[node.label]) for node in program.get_all_nodes()]
+    spare = _room_to_grow(program, settings.max_nodes)
+    nodes += [(name, name.rpartition("/")[0], needs[name.rpartition("/")[0]])
+              for name in spare]
     inventory = slurm_inventory.read(lambda argv: run(argv).stdout)
-    return place(program.name, nodes, inventory, settings.partition, settings.components)
+    return place(program.name, nodes, inventory, settings.partition, settings.components,
+                 frozenset(spare))
+
+
+def _room_to_grow(program: Program, max_nodes: dict[str, int]) -> list[str]:
+    """The names of the nodes each group may grow to (SlurmSettings.max_nodes) and has not.
+
+    Raises:
+      ValueError: a group the program does not have, or one that has more nodes already.
+    """
+    spare = []
+    for group, most in max_nodes.items():
+        if group not in program.groups:
+            raise ValueError(f"SlurmSettings.max_nodes names group {group!r}, which program "
+                             f"{program.name!r} does not have; its groups: "
+                             f"{sorted(program.groups)}")
+        size = len(program.groups[group])
+        if most < size:
+            raise ValueError(f"SlurmSettings.max_nodes[{group!r}] is {most}, and the group "
+                             f"has {size} nodes already")
+        spare += [f"{group}/{index}" for index in range(size, most)]
+    return spare
 
 
 def sbatch_argv(placement: Placement, settings: SlurmSettings, run_dir: str,
@@ -132,7 +156,8 @@ def start_nodes(program: Program, controller: Controller, job: SlurmJob,
                 options: LaunchOptions, output: NodeOutput) -> None:
     """Starts the nodes of `program` under `controller` once `job` runs, each on its host
     slot through that host's agent (one srun step per host), writing to `output`; the
-    agents and the job end when the program does."""
+    agents and the job end when the program does. A group that grows while the program runs
+    takes room on its component's hosts (host_room.py)."""
     settings = options.settings or SlurmSettings()
     run_dir, term = output.folder, output.terminal
     placement = job.placement
@@ -141,6 +166,8 @@ def start_nodes(program: Program, controller: Controller, job: SlurmJob,
                                              os.path.join(run_dir, f"agent.{g}.{h}.log"))
               for g, component in enumerate(placement.components)
               for h in range(component.hosts)}
+    room = HostRoom(placement, job.job_id)
+    needs = resources_lib.per_group(list(program.groups), program.name, options.resources)
 
     def finish() -> None:
         for agent in agents.values():
@@ -148,37 +175,36 @@ def start_nodes(program: Program, controller: Controller, job: SlurmJob,
         job.cancel()
         term.close()
 
+    def start(nodes: list) -> None:
+        node_processes = []
+        for node in nodes:
+            given = options.local_resources.get(node.label) or PythonProcess()
+            node_settings = dataclasses.replace(given, env={**(given.env or {}),
+                                                            **room.env(node.name)})
+            node_spec = spec.make_cluster_spec(node, controller, node_settings,
+                                               options.bind_address, _stop_signals(settings),
+                                               failure_shown_by_launcher=term.shows_output)
+            node_process = NodeProcess(
+                node.name, spec.write_spec_file(node_spec, run_dir), given,
+                agents[room.host_of(node.name)], lambda name=node.name: term.open(name),
+                on_exit=controller.worker_ended, imports=node.heavy_imports())
+            controller.add_worker(node_process)
+            node_processes.append(node_process)
+        for node_process in node_processes:
+            node_process.start()
+
+    def grow(nodes: list) -> None:
+        room.take(nodes[0].label, [node.name for node in nodes], needs[nodes[0].label])
+        try:
+            start(nodes)
+        except BaseException:
+            room.free([node.name for node in nodes])
+            raise
+
     # A job still pending when the program stops is cancelled at once: its steps never run.
     controller.launcher_context.add_stop_handler(
         lambda: None if job.running else job.cancel())
     controller.on_finish(finish)
-    offsets = _slot_offsets(placement)
-    node_processes = []
-    for node in program.get_all_nodes():
-        slot = placement.slot_of(node.name)
-        given = options.local_resources.get(node.label) or PythonProcess()
-        node_settings = dataclasses.replace(given, env={**(given.env or {}),
-                                                        **offsets[node.name]})
-        node_spec = spec.make_cluster_spec(node, controller, node_settings,
-                                           options.bind_address, _stop_signals(settings),
-                                           failure_shown_by_launcher=term.shows_output)
-        node_process = NodeProcess(
-            node.name, spec.write_spec_file(node_spec, run_dir), given,
-            agents[(slot.component, slot.host)], lambda name=node.name: term.open(name),
-            on_exit=controller.worker_ended, imports=node.heavy_imports())
-        controller.add_worker(node_process)
-        node_processes.append(node_process)
-    for node_process in node_processes:
-        node_process.start()
-
-
-def _slot_offsets(placement: Placement) -> dict[str, dict[str, str]]:
-    """Each node's share of its host's CPUs and GPUs, as offsets (slot_binding.py)."""
-    used: dict[tuple[int, int], tuple[int, int]] = {}
-    offsets = {}
-    for slot in placement.slots:
-        cpus, gpus = used.get((slot.component, slot.host), (0, 0))
-        offsets[slot.node] = slot_binding.slots_env(cpus, slot.needs.cpus, gpus,
-                                                    slot.needs.gpus)
-        used[(slot.component, slot.host)] = (cpus + slot.needs.cpus, gpus + slot.needs.gpus)
-    return offsets
+    start(program.get_all_nodes())
+    controller.scaling.start_nodes = grow
+    controller.scaling.nodes_removed = room.free

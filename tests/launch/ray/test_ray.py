@@ -16,7 +16,7 @@ import sys
 import pytest
 
 import launchpad as lp
-from launchpad.launch.ray import actors as ray_launcher
+from launchpad.launch.ray import placement as ray_placement
 from tests.cli.helpers import cli
 from tests.launch import helpers
 from tests.launch.helpers import TIMEOUT
@@ -39,16 +39,6 @@ def _call_and_report(server, box) -> None:
 def _on_node(address: str) -> lp.Resources:
     """Needs that only the Ray node at `address` has (Ray's own `node:IP` resource)."""
     return lp.Resources(extra={f"node:{address}": 0.01})
-
-
-@pytest.fixture
-def ray_launch(request, ray_cluster, monkeypatch, no_leaked_threads, no_leaked_processes):
-    """`ray_launch(program, **options)` launches on the test cluster; programs are stopped
-    after (a failure a test expects does not fail it)."""
-    from tests.launch.conftest import _launcher, _stop_all
-    launch, controllers = _launcher("ray", request)
-    yield launch
-    _stop_all(controllers, failures_expected=True)
 
 
 def _placements(controller) -> dict[str, str]:
@@ -88,7 +78,8 @@ def test_a_placement_the_cluster_cannot_meet_fails_the_launch_named(ray_launch):
     with program.group("server"):
         for _ in range(3):  # three bundles, strictly apart, on two Ray nodes
             program.add_node(lp.CourierNode(Server))
-    with pytest.raises(lp.LaunchError, match="no room for group 'server'.*STRICT_SPREAD"):
+    with pytest.raises(lp.LaunchError,
+                       match="no room for 3 nodes of group 'server'.*STRICT_SPREAD"):
         ray_launch(program, resources={"server": lp.Resources(cpus=1)},
                    ray=lp.RaySettings(placement={"server": "STRICT_SPREAD"},
                                       placement_timeout_secs=2))
@@ -143,8 +134,8 @@ def test_a_ray_started_for_the_launch_is_stopped_with_it(monkeypatch, no_leaked_
 
 
 def test_resources_become_the_actors_options():
-    assert ray_launcher.ray_options(None) == {"num_cpus": 0}
-    assert ray_launcher.ray_options(lp.Resources(cpus=4, gpus=1, memory_mb=1024,
+    assert ray_placement.ray_options(None) == {"num_cpus": 0}
+    assert ray_placement.ray_options(lp.Resources(cpus=4, gpus=1, memory_mb=1024,
                                                  extra={"tpu": 2})) == {
         "num_cpus": 4, "num_gpus": 1, "memory": 1024 * 2**20, "resources": {"tpu": 2}}
 

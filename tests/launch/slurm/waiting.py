@@ -21,11 +21,11 @@ def main(name: str, run_dir: str, pending_timeout_secs: str | None = None) -> No
     controller = lp.launch(program, launch_type="slurm", termination_notice_secs=5,
                            slurm=lp.SlurmSettings(run_dir=run_dir,
                                                   pending_timeout_secs=timeout))
-    print("launched", controller.run_id, flush=True)
+    print(f"launched {controller.run_id}", flush=True)  # one write: stderr shares the pipe
     try:
         controller.wait()
     except lp.LaunchError as e:
-        print("failed:", str(e).splitlines()[0], flush=True)
+        print(f"failed: {str(e).splitlines()[0]}", flush=True)
         return
     print("ended", flush=True)
 
