@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import threading
+from typing import Any
 
 import cloudpickle
 
@@ -219,6 +220,12 @@ class ControllerClient:
     def scale(self, label: str, count: int, timeout: float | None = None) -> list[str]:
         """Makes group `label` `count` nodes (Controller.scale); the nodes added or removed."""
         return self._call_within(timeout, "scale", label, count)
+
+    def change(self, program: bytes, fingerprints: dict[str, str], apply: bool,
+               timeout: float | None = None) -> Any:
+        """Plans (or, with `apply`, applies) the running program's change into `program`
+        (pickled, with its nodes' `fingerprints`: Controller.plan and .apply); its plan."""
+        return self._call_within(timeout, "change", program, fingerprints, apply)
 
     def wait_for_end(self, timeout: float | None = None) -> None:
         """Returns when the controller has ended every node; raises if it is gone.

@@ -207,6 +207,35 @@ class Program:
                              "which stays")
         return group.pop()
 
+    def replace_node(self, node: GraphNode) -> None:
+        """Puts `node`, of another program of this name, in the place of this program's
+        node of its label and index (a running program's node replaced: its controller's
+        `apply`).
+
+        Raises:
+          ValueError: no such node here.
+        """
+        group = self._groups.get(node.label, [])
+        if not 0 <= node.index < len(group):
+            raise ValueError(f"Program {self.name!r} has no node {node.label}/{node.index}")
+        node.bind_to_program(self, node.label, node.index)
+        group[node.index] = node
+
+    def adopt_node(self, node: GraphNode) -> None:
+        """Puts `node`, of another program of this name, at the end of its group (made if
+        new): a node a running program gains (its controller's `apply`).
+
+        Raises:
+          ValueError: its index is not the group's next one.
+        """
+        group = self._groups.setdefault(node.label, [])
+        if node.index != len(group):
+            raise ValueError(f"Node {node.label}/{node.index} cannot join group "
+                             f"{node.label!r} of program {self.name!r}, which has "
+                             f"{len(group)} nodes")
+        node.bind_to_program(self, node.label, node.index)
+        group.append(node)
+
     @property
     def restart_policies(self) -> dict[str, RestartPolicy]:
         """label -> the restart policy of that group (groups without one fail fast)."""
@@ -214,18 +243,16 @@ class Program:
 
     def set_restart_policy(self, label: str, policy: RestartPolicy | None) -> None:
         """Sets (None: removes) the restart policy of group `label`."""
-        if policy is None:
-            self._restart_policies.pop(label, None)
-        elif not isinstance(policy, RestartPolicy):
-            raise TypeError(f"restart policy of group {label!r} must be an lp.RestartPolicy, "
-                            f"got {policy!r}")
-        else:
-            self._restart_policies[label] = policy
+        _set_policy(self._restart_policies, label, policy, RestartPolicy, "restart")
 
     @property
     def state_policies(self) -> dict[str, StatePolicy]:
         """label -> what that group keeps of its nodes' state (groups without one keep none)."""
         return dict(self._state_policies)
+
+    def set_state_policy(self, label: str, policy: StatePolicy | None) -> None:
+        """Sets (None: removes) the state policy of group `label`."""
+        _set_policy(self._state_policies, label, policy, StatePolicy, "state")
 
     @contextlib.contextmanager
     def group(self, label: str, *, restart: RestartPolicy | None = None,
@@ -314,6 +341,17 @@ class Program:
     def __repr__(self) -> str:
         sizes = ", ".join(f"{label}: {len(nodes)}" for label, nodes in self._groups.items())
         return f"Program({self._name!r}, {{{sizes}}})"
+
+
+def _set_policy(policies: dict, label: str, policy: Any, kind: type, what: str) -> None:
+    """Sets (None: removes) group `label`'s policy in `policies`, if it is a `kind`."""
+    if policy is None:
+        policies.pop(label, None)
+    elif not isinstance(policy, kind):
+        raise TypeError(f"{what} policy of group {label!r} must be an lp.{kind.__name__}, "
+                        f"got {policy!r}")
+    else:
+        policies[label] = policy
 
 
 def make_program(*nodes: GraphNode, name: str = "launchpad") -> Program:

@@ -110,6 +110,15 @@ class ProgramStatus:
     nodes: list[NodeStatus]
     log_dir: str | None = None
     pending: str = ""  # what it waits for while 'pending' (a Slurm job's reason)
+    changes: list[Change] = dataclasses.field(default_factory=list)  # oldest first
+
+
+@dataclasses.dataclass
+class Change:
+    """A change of the running program: a group scaled, a new version applied."""
+
+    at: float  # unix time
+    what: str  # 'group 'actor': 2 -> 4 nodes (added actor/2, actor/3)'
 
 
 def check_sample(sample: object) -> NodeSample:

@@ -23,7 +23,7 @@ def draw_curve(curve: list[dict], path: str, title: str = "D4PG on Pendulum-v1",
         axes.grid(True, alpha=0.3)
         for event in events:
             axes.axvline(event[where], color="tab:red", linestyle="--", linewidth=1)
-            axes.annotate(event["event"], (event[where], 1.0), xycoords=("data", "axes fraction"),
+            axes.annotate(event["event"], (event[where], 0.97), xycoords=("data", "axes fraction"),
                           rotation=90, va="top", ha="right", fontsize=8, color="tab:red")
     by_steps.set_title(title)
     figure.savefig(path, dpi=100)

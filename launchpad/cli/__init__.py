@@ -6,13 +6,14 @@
     launchpad logs [RUN] NODE [-f]                   a node's output (cli/logs.py)
     launchpad stop [RUN] [--timeout SECS]            stops a program (cli/runs.py)
     launchpad scale [RUN] GROUP COUNT                grows or shrinks a group (cli/scale.py)
+    launchpad apply [RUN] MODULE:FUNCTION            changes it into its next version (apply.py)
     launchpad kubernetes-manifests MODULE:FUNCTION -o DIR ...   a program's Kubernetes objects
     launchpad graph MODULE:FUNCTION -o FILE ...                 a program's picture
                                                                 (both: cli/programs.py)
 
-ls, status, logs, stop and scale find runs in the run registry (launch/run_registry.py) and ask
-their controllers over the controller protocol; RUN is a run id (or its unique beginning),
-needed only when more than one program runs.
+ls, status, logs, stop, scale and apply find runs in the run registry (launch/run_registry.py)
+and ask their controllers over the controller protocol; RUN is a run id (or its unique
+beginning), needed only when more than one program runs.
 
 Bad input, a run that is gone, a node the program does not have, a program function that
 raises: one line on stderr (`launchpad: ...`) and a non-zero exit status.
@@ -25,7 +26,7 @@ import importlib.metadata
 from collections.abc import Sequence
 
 from launchpad import courier
-from launchpad.cli import launching, logs, programs, runs, scale, status
+from launchpad.cli import apply, launching, logs, programs, runs, scale, status
 from launchpad.errors import ControllerProtocolError
 from launchpad.launch.runtime.errors import LaunchError
 
@@ -48,6 +49,7 @@ def _parser() -> argparse.ArgumentParser:
     status.add_parser(commands)
     logs.add_parser(commands)
     scale.add_parser(commands)
+    apply.add_parser(commands)
     programs.add_parsers(commands)
     return parser
 

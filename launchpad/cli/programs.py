@@ -40,7 +40,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     manifests.add_argument("--namespace", default="default", help="the objects' namespace")
     manifests.add_argument("--tls", action="store_true",
                            help="certificates made now for TLS between the program's parts")
-    _add_program_arguments(manifests)
+    add_program_arguments(manifests)
     manifests.set_defaults(handler=_kubernetes_manifests)
     graph = commands.add_parser(
         "graph", help="draw a program's nodes and who calls whom, without launching it",
@@ -53,7 +53,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     graph.add_argument("--collapse-at", type=int, default=3, metavar="N",
                        help="draw N or more identical nodes of a group as one (0: never; "
                             "default 3)")
-    _add_program_arguments(graph)
+    add_program_arguments(graph)
     graph.set_defaults(handler=_graph)
 
 
@@ -63,13 +63,13 @@ def _add_target(parser: argparse.ArgumentParser) -> None:
                              "examples.hello_world.launch:make_program")
 
 
-def _add_program_arguments(parser: argparse.ArgumentParser) -> None:
+def add_program_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--arg", action="append", default=[], metavar="NAME=VALUE",
                         help="a keyword argument of FUNCTION (a Python literal, else a "
                              "string); may be repeated")
 
 
-def _keyword(text: str) -> tuple[str, Any]:
+def keyword(text: str) -> tuple[str, Any]:
     name, sep, value = text.partition("=")
     if not sep or not name.isidentifier():
         raise SystemExit(f"launchpad: --arg {text!r} is not NAME=VALUE")
@@ -79,7 +79,7 @@ def _keyword(text: str) -> tuple[str, Any]:
         return name, value
 
 
-def _program(target: str, kwargs: dict[str, Any]) -> Program:
+def load_program(target: str, kwargs: dict[str, Any]) -> Program:
     module_name, sep, function_name = target.partition(":")
     if not sep or not module_name or not function_name:
         raise SystemExit(f"launchpad: {target!r} is not MODULE:FUNCTION")
@@ -123,7 +123,7 @@ def write_yaml(objects: Sequence[dict[str, Any]], folder: str) -> list[str]:
 
 def _kubernetes_manifests(args: argparse.Namespace) -> int:
     """`launchpad kubernetes-manifests`: the program's objects as YAML files."""
-    program = _program(args.target, dict(_keyword(a) for a in args.arg))
+    program = load_program(args.target, dict(keyword(a) for a in args.arg))
     try:
         objects = kubernetes_manifests.kubernetes_manifests(
             program, settings=KubernetesSettings(image=args.image, namespace=args.namespace),
@@ -141,7 +141,7 @@ def _graph(args: argparse.Namespace) -> int:
     if args.collapse_at < 0 or args.collapse_at == 1:
         raise SystemExit(f"launchpad: --collapse-at={args.collapse_at} must be 0 (never) or "
                          "at least 2")
-    program = _program(args.target, dict(_keyword(a) for a in args.arg))
+    program = load_program(args.target, dict(keyword(a) for a in args.arg))
     try:
         path = render_program(program, args.output, collapse_at=args.collapse_at or None)
     except (ImportError, RuntimeError, ValueError, OSError) as e:

@@ -11,9 +11,11 @@ beginning of exactly one; it may be left out while only one program runs.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
+from collections.abc import Iterator
 from typing import NoReturn
 
 from launchpad import control, courier
@@ -91,6 +93,21 @@ def find(given: str | None, run_dir: str | None) -> run_records.Run:
 
 def client(run: run_records.Run) -> control.ControllerClient:
     return control.ControllerClient(run.controller_address, run.token, run.tls)
+
+
+@contextlib.contextmanager
+def changing(run: run_records.Run) -> Iterator[control.ControllerClient]:
+    """A client of `run`'s controller, for a change it may refuse (scale, apply): a refusal,
+    or a run that is gone, is one line and exit status 1."""
+    controller = client(run)
+    try:
+        yield controller
+    except courier.ServerUnavailableError:
+        gone(run)
+    except (ValueError, NotImplementedError, RuntimeError) as e:
+        fail(str(e))
+    finally:
+        controller.close()
 
 
 def gone(run: run_records.Run) -> NoReturn:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 
-from launchpad import courier
 from launchpad.cli import runs
 
 
@@ -36,15 +35,8 @@ def run(args: argparse.Namespace) -> int:
     if not count.isdigit():
         runs.fail(f"COUNT must be a whole number of nodes, got {count!r}")
     found = runs.find(given[0] if given else None, args.run_dir)
-    controller = runs.client(found)
-    try:
+    with runs.changing(found) as controller:
         changed = controller.scale(label, int(count), timeout=args.timeout)
-    except courier.ServerUnavailableError:
-        runs.gone(found)
-    except (ValueError, NotImplementedError, RuntimeError) as e:
-        runs.fail(str(e))
-    finally:
-        controller.close()
     # Added nodes are below COUNT; removed ones at or above it.
     added = [name for name in changed if int(name.rpartition("/")[2]) < int(count)]
     removed = [name for name in changed if name not in added]

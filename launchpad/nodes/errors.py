@@ -12,3 +12,7 @@ class StaleDataError(RuntimeError):
 class Interrupted(BaseException):
     """Raised in a thread by a `ThreadInterrupt` (thread_interrupt.py): a BaseException, so
     that a loop's `except Exception:` does not swallow it."""
+
+
+class UncomparableNodeError(ValueError):
+    """A node whose arguments cannot be pickled, even for a digest (nodes/fingerprint.py)."""

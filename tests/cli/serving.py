@@ -2,7 +2,7 @@
 
     echo/0        a CourierNode; release() lets gate/0 end
     main/0        calls echo, prints `main says 0..2` and `main is done`, then waits for the stop
-    worker/0, /1  print `worker N ready`, then wait for the stop
+    worker/0, /1  print `worker N ready` (its greeting), then wait for the stop
     gate/0        prints `gate opened`, waits for echo's release(), prints `gate closed` and ends
     crasher/0     raises; restarted only after a backoff longer than any test (so it stays
                   'restarting', its failure kept)
@@ -41,8 +41,8 @@ def main_node(echo) -> None:
     lp.wait_for_stop()
 
 
-def worker(index: int) -> None:
-    print(f"worker {index} ready", flush=True)
+def worker(index: int, greeting: str = "ready") -> None:
+    print(f"worker {index} {greeting}", flush=True)
     lp.wait_for_stop()
 
 
@@ -56,18 +56,24 @@ def crash() -> None:
     raise RuntimeError("crashed on purpose")
 
 
-def main(_) -> None:
+def make_program(workers: int = 2, greeting: str = "ready") -> lp.Program:
+    """The program (`launchpad apply RUN tests.cli.serving:make_program --arg ...` changes
+    it: its workers greet otherwise, or there are more of them)."""
     program = lp.Program("serving")
     echo = program.add_node(lp.CourierNode(Echo), label="echo")
     program.add_node(lp.PyNode(main_node, echo), label="main")
     with program.group("worker"):
-        for index in range(2):
-            program.add_node(lp.PyNode(worker, index))
+        for index in range(workers):
+            program.add_node(lp.PyNode(worker, index, greeting))
     program.add_node(lp.PyNode(gate, echo), label="gate")
     with program.group("crasher", restart=lp.RestartPolicy(max_restarts=1, backoff_secs=600,
                                                          max_backoff_secs=600)):
         program.add_node(lp.PyNode(crash))
-    controller = lp.launch(program, termination_notice_secs=5)
+    return program
+
+
+def main(_) -> None:
+    controller = lp.launch(make_program(), termination_notice_secs=5)
     print(f"launched {controller.run_id}", flush=True)  # one write: stderr shares the pipe
 
 

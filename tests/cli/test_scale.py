@@ -3,6 +3,8 @@ what it cannot change said in one line."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.cli import helpers
@@ -25,7 +27,12 @@ def test_scale_grows_and_shrinks_a_group_of_a_running_program(run_dir):
         assert shrunk.stdout == (f"launchpad: group 'worker' of run {run_id} has 1 node "
                                  "(removed worker/2, worker/1)\n")
         status = cli("status", run_id).stdout
-        assert "worker/0" in status and "worker/1" not in status
+        rows = [line.split()[0] for line in status.splitlines()[2:] if line.strip()]
+        assert "worker/0" in rows and "worker/1" not in rows
+        # The changes, with their times, under the table.
+        assert re.search(r"changed \d\d:\d\d:\d\d: group 'worker': 2 -> 3 nodes "
+                         r"\(added worker/2\)\nchanged \d\d:\d\d:\d\d: group 'worker': 3 -> 1 "
+                         r"nodes \(removed worker/2, worker/1\)", status), status
         assert failed(cli("scale", run_id, "actor", "2")) == (
             "launchpad: Program 'serving' has no group 'actor'; its groups are crasher, echo, "
             "gate, main, worker")

@@ -18,7 +18,9 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from launchpad import control, courier, telemetry
 from launchpad.courier import TLS
+from launchpad.launch.runtime import serialization
 from launchpad.launch.runtime.errors import NodeFailedError, ProgramStoppedError
+from launchpad.program import Program
 
 _Answer = TypeVar("_Answer")
 
@@ -67,6 +69,13 @@ class ProgramController(Protocol):
     def scale(self, label: str, count: int) -> list[str]:
         """Makes group `label` `count` nodes while the program runs (Controller.scale); the
         names of the nodes added or removed."""
+
+    def plan(self, program: Program) -> Any:
+        """What `apply(program)` would do (Controller.plan): a ProgramPlan."""
+
+    def apply(self, program: Program) -> Any:
+        """Changes the running program into `program`, its next version (Controller.apply);
+        the ProgramPlan applied."""
 
     def __enter__(self) -> ProgramController: ...
 
@@ -141,6 +150,30 @@ class RemoteController(abc.ABC):
         Raises:
           ProgramStoppedError: its controller cannot be reached (not started yet, or ended).
         """
+        return self._asked(lambda client: client.scale(label, count))
+
+    def plan(self, program: Program) -> Any:
+        """As Controller.plan: what `apply(program)` would do; changes nothing."""
+        shipped = serialization.pickle_program_change(program)
+        return self._asked(lambda client: client.change(*shipped, apply=False))
+
+    def apply(self, program: Program) -> Any:
+        """As Controller.apply: the running program changed into `program`, its next
+        version; returns the plan applied. Its code goes to the controller with it.
+
+        Raises:
+          ValueError: a change that cannot be made live (nothing applied).
+          ProgramStoppedError: its controller cannot be reached.
+        """
+        shipped = serialization.pickle_program_change(program)
+        return self._asked(lambda client: client.change(*shipped, apply=True))
+
+    def _asked(self, question: Callable[[control.ControllerClient], _Answer]) -> _Answer:
+        """`question(client)` of its controller, which must be reachable.
+
+        Raises:
+          ProgramStoppedError: it cannot be reached (not started yet, or ended).
+        """
         gone = ProgramStoppedError(f"Program {self.program_name!r} (run {self.run_id}) has "
                                    "no controller to reach: it is not running")
         where = self._controller_at()
@@ -148,7 +181,7 @@ class RemoteController(abc.ABC):
             raise gone
         client = control.ControllerClient(*where)
         try:
-            return client.scale(label, count)
+            return question(client)
         except courier.ServerUnavailableError:
             raise gone from None
         finally:

@@ -65,6 +65,12 @@ class DryRun:
         raise RuntimeError(f"Program {self.program_name!r} was a dry run: it has no running "
                            "group to scale")
 
+    def plan(self, program: Program) -> None:
+        raise RuntimeError(f"Program {self.program_name!r} was a dry run: nothing runs to "
+                           "change")
+
+    apply = plan
+
     def __enter__(self) -> DryRun:
         return self
 

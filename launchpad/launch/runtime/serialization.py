@@ -18,8 +18,11 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+import cloudpickle
+
 from launchpad.launch.runtime import code_sources, unpicklable
 from launchpad.launch.runtime.errors import NodeSerializationError
+from launchpad.nodes import fingerprint
 from launchpad.nodes.base import Node
 
 
@@ -110,3 +113,24 @@ def check_nodes_are_serializable(label: str, nodes: Sequence[Any]) -> None:
     """Raises NodeSerializationError if a node of group `label` does not pickle."""
     for index, node in enumerate(nodes):
         pickle_node(node, label, f"{label}/{index}", threads=True)
+
+
+def pickle_program_change(program: Any) -> tuple[bytes, dict[str, str]]:
+    """A program's next version, as `apply` sends it to the controller of the running one:
+    pickled with the user's code by value (that controller's process has its own, older
+    copy of those modules loaded, which may lack what the new code names), and each node's
+    fingerprint, computed here, with the new code.
+
+    Raises:
+      NodeSerializationError: a node does not pickle (named).
+    """
+    users = [sys.modules[name] for name in fingerprint.users_modules()]
+    for module in users:
+        cloudpickle.register_pickle_by_value(module)
+    try:
+        for node in program.get_all_nodes():
+            pickle_node(node, node.label, node.name)  # (one that does not is named)
+        return code_sources.dumps(program), fingerprint.fingerprints(program.get_all_nodes())
+    finally:
+        for module in users:
+            cloudpickle.unregister_pickle_by_value(module)

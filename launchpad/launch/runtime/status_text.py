@@ -7,6 +7,8 @@ calls summed over its methods (per second, errors, the slowest method's p50 and 
 
 from __future__ import annotations
 
+import time
+
 from launchpad import telemetry
 
 COLUMNS = ("node", "kind", "state", "host", "pid", "restarts", "uptime", "cpu", "memory",
@@ -15,6 +17,7 @@ COLUMNS = ("node", "kind", "state", "host", "pid", "restarts", "uptime", "cpu", 
 COMPACT = ("node", "state", "restarts", "uptime", "cpu", "memory", "calls/s", "errors", "p99")
 LEFT = frozenset({"node", "kind", "state", "host"})
 _NONE = "-"
+SHOWN_CHANGES = 5  # the program's latest changes (scale, apply) under its table
 
 
 def cells(node: telemetry.NodeStatus) -> dict[str, str]:
@@ -33,8 +36,8 @@ def cells(node: telemetry.NodeStatus) -> dict[str, str]:
 
 
 def caption(status: telemetry.ProgramStatus) -> str:
-    """What to say under the table: why the program stopped, each node's last failure, and
-    where the logs are."""
+    """What to say under the table: why the program stopped, each node's last failure, the
+    program's latest changes, and where the logs are."""
     lines = []
     if status.failure:
         lines.append(f"failed: {status.failure.splitlines()[0]}")
@@ -51,6 +54,9 @@ def caption(status: telemetry.ProgramStatus) -> str:
             failed = ", ".join(f"{member} {count}" for member, count
                                in sorted(node.broadcast_errors.items()))
             lines.append(f"{node.name}: broadcasts that failed: {failed}")
+    for change in status.changes[-SHOWN_CHANGES:]:
+        lines.append(f"changed {time.strftime('%H:%M:%S', time.localtime(change.at))}: "
+                     f"{change.what}")
     if status.log_dir:
         lines.append(f"logs: {status.log_dir}")
     return "\n".join(lines)

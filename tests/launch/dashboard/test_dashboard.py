@@ -395,6 +395,9 @@ def test_the_page_shows_every_node_and_a_crashed_ones_traceback(
     wait_until(browser, lambda: any(  # the rate, once the adder has reported twice
         r["method"] == "tick" and float(r["cells"][4]) > 0 for r in rows(browser, "methods")),
         "the callers' rate of calls")
+    assert controller.scale("caller", 3) == ["caller/2"]
+    wait_until(browser, lambda: "group 'caller': 2 -> 3 nodes (added caller/2)" in text_of(
+        browser, "changes"), "the program's change, with its time")
     screenshot(browser, "dashboard.png")
 
 

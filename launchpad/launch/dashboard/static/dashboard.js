@@ -86,6 +86,14 @@ function drawHeader(status) {
   banner.textContent = why;
 }
 
+// The program's changes while it runs (a group scaled, a new version applied), newest first.
+function drawChanges(status) {
+  const changes = status.changes || [];
+  document.getElementById("changes-section").hidden = changes.length === 0;
+  document.getElementById("changes").replaceChildren(...changes.slice().reverse().map(
+    (change) => el("li", new Date(change.at * 1000).toLocaleTimeString() + "  " + change.what)));
+}
+
 function drawNodes(status) {
   const body = document.querySelector("#nodes tbody");
   body.replaceChildren(...status.nodes.map((node) => {
@@ -179,6 +187,7 @@ function select(name) {
 function draw(status) {
   drawHeader(status);
   drawNodes(status);
+  drawChanges(status);
   drawMethods(status);
   drawDetail(status);
 }

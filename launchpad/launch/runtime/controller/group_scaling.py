@@ -19,17 +19,25 @@ local_mp do); elsewhere `scale` refuses, naming the launch type.
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import contextlib
 import threading
+import time
 from collections.abc import Callable
 
+from launchpad import telemetry
 from launchpad.launch.runtime import ending
 from launchpad.launch.runtime.controller.node_book import NodeBook, kind_of
 from launchpad.launch.runtime.controller.registry import AddressRegistry, NodeKey
 from launchpad.launch.runtime.controller.supervisor import Supervisor
+from launchpad.nodes import fingerprint
 from launchpad.program import Program
 
+# How many of the program's latest changes its status shows.
+KEPT_CHANGES = 100
+# The launchers that start nodes of a running program.
+CHANGEABLE = "local_mt, local_mp, slurm and ray"
 # How long a shrink waits for the group handles that follow the group to let its removed
 # members go before it stops them (a follower in a node that is gone never says it did).
 FOLLOWERS_TIMEOUT_SECS = 5.0
@@ -45,6 +53,13 @@ class GroupScaling:
         self.start_nodes: Callable[[list], None] | None = None
         self.nodes_removed: Callable[[list[str]], None] = lambda names: None
         self._program = program
+        # Each node's fingerprint as it was launched (or applied): what `apply` compares a
+        # new program with, computed from now (beside the launch, which it does not delay),
+        # before the code the nodes were made of can change (a module reloaded).
+        self._fingerprints: concurrent.futures.Future = concurrent.futures.Future()
+        threading.Thread(target=lambda: self._fingerprints.set_result(
+            fingerprint.fingerprints(program.get_all_nodes())), daemon=True,
+            name=f"lp-fingerprints-{program.name}").start()
         self._registry = registry
         self._supervisor = supervisor
         self._book = book
@@ -54,6 +69,8 @@ class GroupScaling:
         self._followers_caught_up = threading.Condition(self._futures_lock)
         self._caught_up: dict[str, int] = {}  # followers of each group told its last size
         self._retired: dict[NodeKey, concurrent.futures.Future] = {}
+        self._changes: collections.deque[telemetry.Change] = collections.deque(
+            maxlen=KEPT_CHANGES)  # what `status` shows
         self._sizes: dict[str, int] = {}  # each group's size as last announced
         self._size_waiters: dict[str, list[concurrent.futures.Future]] = {}
 
@@ -114,38 +131,106 @@ class GroupScaling:
         if self.start_nodes is None:
             raise NotImplementedError(
                 f"Groups of a program launched with {launch_type or 'this launcher'} cannot "
-                "be scaled while it runs (local_mt and local_mp can)")
+                f"be scaled while it runs ({CHANGEABLE} can)")
         if group[0].companion_nodes():
             raise ValueError(f"Group {label!r} is the tasks of one replicated node; its size "
                              "is its cluster spec's")
-        with self._lock:
+        with self.lock:
             current = len(self._program.groups[label])
-            if count > current:
-                return self._grow(label, count - current)
-            return self._shrink(label, current - count)
+            if count == current:
+                return []
+            changed = (self._grow(label, count - current) if count > current
+                       else self._shrink(label, current - count))
+            self.record(f"group {label!r}: {current} -> {count} nodes "
+                        f"({'added' if count > current else 'removed'} {', '.join(changed)})")
+            return changed
+
+    def record(self, what: str) -> None:
+        """Keeps `what` changed now, for the program's status (the last KEPT_CHANGES)."""
+        self._changes.append(telemetry.Change(time.time(), what))
+
+    def changes(self) -> list[telemetry.Change]:
+        return list(self._changes)
 
     def _grow(self, label: str, more: int) -> list[str]:
         template = self._program.groups[label][0]
         made = [template.replica() for _ in range(more)]  # all made before any is added
-        for node in made:
-            self._program.add_node(node, label)
-            unit = (node.label, node.index)
-            self._registry.add_unit(unit, [(inner.label, inner.index)
-                                           for inner in node.all_nodes()])
-            self._book.add(unit, kind_of(node))
-            self._supervisor.add_unit(unit)
-        try:
-            self.start_nodes(made)
-        except BaseException:
-            self._forget([(node.label, node.index) for node in reversed(made)])
-            raise
-        self._announce(label, len(self._program.groups[label]))
+        self.add(label, made, [self.fingerprints[template.name]] * more)
         return [node.name for node in made]
 
     def _shrink(self, label: str, fewer: int) -> list[str]:
         group = self._program.groups[label]
         units = [(label, index) for index in reversed(range(len(group) - fewer, len(group)))]
-        self._await_followers(label, self._announce(label, len(group) - fewer))
+        self.remove(units, "(its group shrank)")
+        return [f"{label}/{index}" for label, index in units]
+
+    @property
+    def fingerprints(self) -> dict[str, str]:
+        """Each running node's fingerprint (nodes/fingerprint.py), by name."""
+        return self._fingerprints.result()
+
+    @property
+    def lock(self) -> threading.Lock:
+        """Held while the program changes (one change at a time: scale, apply)."""
+        return self._lock
+
+    def add(self, label: str, nodes: list, fingerprints: list[str]) -> None:
+        """Nodes `nodes`, new, join group `label` (made if new) at its end, and start; where
+        their launcher refuses, all of it is undone. Under `lock`."""
+        for node in nodes:
+            if node.is_added():  # a new program's, which `apply` brings
+                self._program.adopt_node(node)
+            else:
+                self._program.add_node(node, label)
+            self._know((node.label, node.index), node)
+        try:
+            self.start_nodes(nodes)
+        except BaseException:
+            units = [(node.label, node.index) for node in reversed(nodes)]
+            self._forget(units)
+            for _ in units:
+                self._program.pop_node(label)
+            raise
+        self.fingerprints.update(zip([node.name for node in nodes], fingerprints, strict=True))
+        self._announce(label, len(self._program.groups[label]))
+
+    def remove(self, units: list[NodeKey], why: str) -> None:
+        """The last nodes of their groups, `units` (highest first), stop gracefully and are
+        no more: the group handles that follow their groups let them go first. Under
+        `lock`."""
+        for label in dict.fromkeys(label for label, _ in units):
+            size = len(self._program.groups[label]) - sum(u[0] == label for u in units)
+            self._await_followers(label, self._announce(label, size))
+        self._end(units, why)
+        self._forget(units)
+        for label, index in units:
+            self._program.pop_node(label)
+            self.fingerprints.pop(f"{label}/{index}", None)
+        self.nodes_removed([f"{label}/{index}" for label, index in units])
+
+    def replace(self, node, fingerprint_of_node: str) -> None:
+        """`node` takes the place of the running node of its label and index: that one
+        stops gracefully (a StatePolicy's state saved), then `node` starts (and restores
+        it). Under `lock`."""
+        unit = (node.label, node.index)
+        self._end([unit], "(it is replaced)")
+        self._forget([unit])
+        self.nodes_removed([f"{unit[0]}/{unit[1]}"])
+        self._program.replace_node(node)
+        self.fingerprints[node.name] = fingerprint_of_node
+        self._know(unit, node)
+        self.start_nodes([node])
+
+    def _know(self, unit: NodeKey, node) -> None:
+        """The registry, book and supervisor learn of `unit` before it runs."""
+        self._registry.add_unit(unit, [(inner.label, inner.index)
+                                       for inner in node.all_nodes()])
+        self._book.add(unit, kind_of(node))
+        self._supervisor.add_unit(unit)
+
+    def _end(self, units: list[NodeKey], why: str) -> None:
+        """Retires `units` and waits for their ends: their stop future, the grace period,
+        SIGTERM, SIGKILL; each end through the supervisor's books."""
         workers = []
         for unit in units:
             worker = self._supervisor.retire(unit)
@@ -155,21 +240,16 @@ class GroupScaling:
             if worker is not None:
                 worker.retire()
                 workers.append(worker)
-        ending.end_workers(workers, self._grace, "(its group shrank)")
-        for unit in units:  # its end is through the supervisor's books before it is forgotten
+        ending.end_workers(workers, self._grace, why)
+        for unit in units:
             self._supervisor.wait_for_unit(unit, ending.KILL_AFTER_TERMINATE_SECS)
-        self._forget(units)
-        names = [f"{label}/{index}" for label, index in units]
-        self.nodes_removed(names)
-        return names
 
     def _forget(self, units: list[NodeKey]) -> None:
-        """The group's highest `units` (highest first) are no more, anywhere."""
+        """`units` are no more, anywhere but in the program."""
         for unit in units:
             self._supervisor.forget_unit(unit)
             self._registry.remove_unit(unit)
             self._book.remove(unit)
-            self._program.pop_node(unit[0])
             with self._futures_lock:
                 self._retired.pop(unit, None)
 

@@ -25,6 +25,7 @@ from launchpad.launch.runtime.controller.group_scaling import GroupScaling
 from launchpad.launch.runtime.controller.node_book import NodeBook, kinds_of
 from launchpad.launch.runtime.controller.program_stop import ProgramStop
 from launchpad.launch.runtime.controller.registry import AddressRegistry
+from launchpad.launch.runtime.controller.running_changes import RunningChanges
 from launchpad.launch.runtime.controller.service import ControllerService
 from launchpad.launch.runtime.controller.supervisor import Supervisor
 from launchpad.launch.runtime.controllers import check_wait_arguments
@@ -37,7 +38,7 @@ from launchpad.program import Program
 DEFAULT_STARTUP_TIMEOUT_SECS = 600.0
 
 
-class Controller(LaunchpadWorkers):
+class Controller(LaunchpadWorkers, RunningChanges):
     """Controls one launched program; returned by `lp.launch` (where Launchpad returned a
     WorkerManager, which it answers as: launchpad_workers.py).
 
@@ -235,7 +236,7 @@ class Controller(LaunchpadWorkers):
                    "pending" if self.pending else "running"),
             stop_reason=self.stop_reason, failure=failure.summary if failure else "",
             nodes=self._book.statuses(self._registry.addresses_by_unit()),
-            log_dir=self.log_dir, pending=self.pending)
+            log_dir=self.log_dir, pending=self.pending, changes=self.scaling.changes())
 
     def report(self, label: str, index: int, instance: str,
                sample: telemetry.NodeSample) -> None:
@@ -295,33 +296,6 @@ class Controller(LaunchpadWorkers):
             return
         threading.Thread(target=self._stop_sequence, name=f"lp-stop-{self.program_name}",
                          daemon=True).start()
-
-    def scale(self, label: str, count: int) -> list[str]:
-        """Makes group `label` `count` nodes while the program runs; returns the names of the
-        nodes added or removed. New nodes are made as the group's first was (its
-        constructor and arguments, so the same handles) and started as its launcher started
-        the others; removing stops the highest indices gracefully (their stop events and
-        handlers, then the grace period, SIGTERM, SIGKILL).
-
-        Raises:
-          ValueError: no such group, a count under 1, or a group that cannot change size.
-          NotImplementedError: its launcher cannot start nodes of a running program.
-          RuntimeError: the program is stopping.
-        """
-        if self._stop.stop_future().done():
-            raise RuntimeError(f"Program {self.program_name!r} is stopping: its groups no "
-                               "longer change")
-        return self.scaling.scale(label, count, self.launch_type)
-
-    def node_stop_future(self, label: str, index: int) -> concurrent.futures.Future:
-        """Set when the program starts stopping, or when node label/index's group shrinks
-        by it."""
-        return self.scaling.stop_future(self._registry.check_node(label, index),
-                                        self._stop.stop_future())
-
-    def group_size_future(self, label: str, known: int) -> concurrent.futures.Future:
-        """Set to group `label`'s size once it is not `known`; -1 once the program stops."""
-        return self.scaling.size_future(label, known, self._stop.stop_future())
 
     def kill(self) -> None:
         """Stops the program without a grace period: node processes are killed now (threads,

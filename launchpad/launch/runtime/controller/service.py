@@ -15,11 +15,14 @@ import inspect
 import typing
 from typing import TYPE_CHECKING
 
+import cloudpickle
 from absl import logging
 
 from launchpad import control, telemetry
+from launchpad.launch.runtime.controller.program_change import ProgramPlan
 from launchpad.launch.runtime.controller.registry import AddressRegistry
 from launchpad.launch.runtime.controller.supervisor import Supervisor
+from launchpad.program import Program
 
 if TYPE_CHECKING:
     from launchpad.launch.runtime.controller import Controller
@@ -151,6 +154,16 @@ class ControllerService:
 
     def scale(self, label: str, count: int) -> list[str]:
         return self._controller.scale(label, count)
+
+    def change(self, program: bytes, fingerprints: dict, apply: bool) -> ProgramPlan:
+        new = cloudpickle.loads(program)  # (its caller holds the token)
+        if not isinstance(new, Program) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in fingerprints.items()):
+            raise TypeError("The controller protocol's change takes a pickled lp.Program and "
+                            "its nodes' fingerprints (name -> str)")
+        if apply:
+            return self._controller.apply(new, fingerprints)
+        return self._controller.plan(new, fingerprints)
 
     def wait_for_end(self) -> concurrent.futures.Future:
         return self._controller.end_future()

@@ -1,0 +1,150 @@
+"""Benchmark: changing a running program, against launching the changed program afresh.
+
+Run: `python -m benchmarks.program_change [--sizes 8,32] [--launch-type local_mp]`. Prints
+one JSON object on stdout (its last line); progress goes to stderr.
+
+The program: a `learner` holding the `worker` group's handle (it follows the group), and
+its workers (CourierNodes). For each size N, under the launch type:
+
+* `grow_secs`: `controller.scale("worker", N)` from 1 worker, until every new worker has
+  answered a call through the learner's group handle (the handle followed the change);
+* `fresh_launch_secs` (the baseline): `lp.launch` of the program with N workers, until every
+  worker has answered the same call: what a user of a program fixed at launch pays to get N;
+* `shrink_secs`: `scale("worker", 1)` back, until the learner's handle has one member;
+* `apply_secs`: `controller.apply(...)` of the program with its learner's code changed
+  (one node replaced, N workers unchanged), until the new learner answers.
+
+`grow_vs_fresh` and `apply_vs_fresh` are the ratios to the fresh launch (below 1: the change
+is cheaper than relaunching). Each measure is the median of `--repeats` runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+
+import launchpad as lp
+
+_TIMEOUT = 120.0
+
+
+class Worker:
+    def ping(self) -> int:
+        return lp.context.current().index
+
+
+class Learner:
+    """Holds the workers' group handle."""
+
+    VERSION = 1
+
+    def __init__(self, workers):
+        self._workers = workers
+
+    def members(self) -> int:
+        return len(self._workers)
+
+    def ping_all(self) -> list[int]:
+        return self._workers.call.ping()
+
+    def version(self) -> int:
+        return self.VERSION
+
+
+class LearnerV2(Learner):
+    """The learner's next version (other code: `apply` replaces it)."""
+
+    VERSION = 2
+
+
+def make_program(workers: int, learner: type = Learner) -> lp.Program:
+    program = lp.Program("change-bench")
+    with program.group("worker"):
+        for _ in range(workers):
+            program.add_node(lp.CourierNode(Worker))
+    program.add_node(lp.CourierNode(learner, program.group_handle("worker")), label="learner")
+    return program
+
+
+def _learner(controller) -> lp.CourierClient:
+    return controller.program.groups["learner"][0].create_handle().dereference()
+
+
+def _until(condition, what: str) -> None:
+    deadline = time.monotonic() + _TIMEOUT
+    while True:
+        try:
+            if condition():
+                return
+        except Exception:  # noqa: BLE001 - a node not up yet: asked again
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"not within {_TIMEOUT:g}s: {what}")
+        time.sleep(0.01)  # polls the program's answer: there is no event to wait on here
+
+
+def _measure(size: int, launch_type: str) -> dict[str, float]:
+    started = time.perf_counter()
+    controller = lp.launch(make_program(size), launch_type=launch_type)
+    try:
+        learner = _learner(controller)
+        _until(lambda: sorted(learner.ping_all()) == list(range(size)), "fresh workers")
+        fresh = time.perf_counter() - started
+    finally:
+        controller.stop()
+        controller.wait()
+    controller = lp.launch(make_program(1), launch_type=launch_type)
+    try:
+        learner = _learner(controller)
+        _until(lambda: learner.ping_all() == [0], "the first worker")
+        started = time.perf_counter()
+        controller.scale("worker", size)
+        _until(lambda: sorted(learner.ping_all()) == list(range(size)), "grown workers")
+        grow = time.perf_counter() - started
+        started = time.perf_counter()
+        controller.scale("worker", 1)
+        _until(lambda: learner.members() == 1, "the learner's handle, shrunk")
+        shrink = time.perf_counter() - started
+        controller.scale("worker", size)
+        _until(lambda: sorted(learner.ping_all()) == list(range(size)), "grown again")
+        started = time.perf_counter()
+        applied = controller.apply(make_program(size, LearnerV2))
+        assert applied.replaced == ("learner/0",), applied
+        _until(lambda: _learner(controller).version() == 2, "the new learner")
+        apply = time.perf_counter() - started
+    finally:
+        controller.stop()
+        controller.wait()
+    return {"fresh_launch_secs": fresh, "grow_secs": grow, "shrink_secs": shrink,
+            "apply_secs": apply}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="8,32")
+    parser.add_argument("--launch-type", default="local_mp")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    rows = []
+    for size in [int(s) for s in args.sizes.split(",")]:
+        runs = []
+        for repeat in range(args.repeats):
+            print(f"program_change: {size} workers, run {repeat + 1}", file=sys.stderr,
+                  flush=True)
+            runs.append(_measure(size, args.launch_type))
+        row = {key: round(statistics.median(r[key] for r in runs), 3) for key in runs[0]}
+        row["grow_vs_fresh"] = round(row["grow_secs"] / row["fresh_launch_secs"], 2)
+        row["apply_vs_fresh"] = round(row["apply_secs"] / row["fresh_launch_secs"], 2)
+        rows.append({"workers": size, **row})
+    print(json.dumps({"benchmark": "program_change", "launch_type": args.launch_type,
+                      "repeats": args.repeats, "machine": platform.machine(),
+                      "cpus": os.cpu_count(), "results": rows}))
+
+
+if __name__ == "__main__":
+    main()
