@@ -9,6 +9,8 @@
         <-- {"ev": "out", "pid", "fd", "data"} the node's output, as it comes
         <-- {"ev": "exited", "pid", "code"}    once it has ended and its output is read
       {"op": "signal", "pid", "sig"}           to the node's process group
+      {"op": "ping", "id"}                     whether the agent (its host) still answers
+        <-- {"ev": "pong", "id"}
       stdin closed                             what is left is killed; the agent ends
 
 Both ways are JSON lines on the step's stdin and stdout, which srun carries between the
@@ -90,6 +92,8 @@ class Agent:
         elif message.get("op") == "signal":
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(int(message["pid"]), int(message["sig"]))
+        elif message.get("op") == "ping":
+            self.say({"ev": "pong", "id": message["id"]})
 
     def _spawn(self, message: dict) -> None:
         settings = PythonProcess(env=message.get("env") or None,

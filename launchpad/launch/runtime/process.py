@@ -22,6 +22,7 @@ from __future__ import annotations
 import abc
 import concurrent.futures
 import contextlib
+import functools
 import os
 import shutil
 import signal
@@ -149,8 +150,9 @@ class NodeProcess(ending.NodeWorker):
             self._start_error = ""
             stdio, close_after = self._open_stdio()
             try:
-                self._pid = self._spawner.spawn(self._spec_path, self._settings, stdio,
-                                                self._own_group, self._exited, self._imports)
+                self._pid = self._spawner.spawn(
+                    self._spec_path, self._settings, stdio, self._own_group,
+                    functools.partial(self._run_exited, self.attempt), self._imports)
             except Exception as e:
                 # Nothing runs: whoever ends or waits for this process must not wait for it.
                 self._start_error = f"could not start: {e}"
@@ -173,6 +175,13 @@ class NodeProcess(ending.NodeWorker):
             self._exited(EXIT_NOT_STARTED)
         else:
             self.spawned_at = time.monotonic()
+
+    def _run_exited(self, attempt: int, returncode: int) -> None:
+        """Run `attempt` has ended: the current run, unless it is an earlier one whose end
+        comes late (a lost host's agent reporting its runs killed once a restart is under
+        way), which ended long ago as far as anyone waits for it."""
+        if attempt == self.attempt:
+            self._exited(returncode)
 
     def _exited(self, returncode: int) -> None:
         self._end_group()

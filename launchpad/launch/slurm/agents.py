@@ -64,6 +64,7 @@ class HostAgent(Spawner):
         self._next_request = 0
         self._starting: dict[int, tuple[concurrent.futures.Future, Callable, Stdio]] = {}
         self._live: dict[int, tuple[Callable, Stdio]] = {}
+        self._pings: dict[int, threading.Event] = {}
         self._ended = ""  # why the agent is gone, once it is
 
     def spawn(self, spec_path: str, settings: PythonProcess, stdio: Stdio, own_group: bool,
@@ -155,6 +156,11 @@ class HostAgent(Spawner):
             _close(stdio)
             started.set_exception(SlurmError(f"the host agent of {self.name} could not start "
                                              f"the node: {event['error']}"))
+        elif kind == "pong":
+            with self._lock:
+                answered = self._pings.pop(event["id"], None)
+            if answered is not None:
+                answered.set()
         elif kind == "exited":
             with self._lock:
                 on_exit, stdio = self._live.pop(event["pid"])
@@ -176,6 +182,39 @@ class HostAgent(Spawner):
         for on_exit, stdio in live.values():
             _close(stdio)
             on_exit(-signal.SIGKILL)
+
+    @property
+    def ended(self) -> bool:
+        """Whether the agent is gone (its step ended, or it was abandoned)."""
+        with self._lock:
+            return bool(self._ended)
+
+    def answers(self, timeout: float) -> bool:
+        """Whether the agent answers a ping within `timeout` seconds (one not started yet
+        does, as far as anyone knows; one that ended does not)."""
+        with self._lock:
+            if self._ended:
+                return False
+            if self._popen is None:
+                return True
+            request = self._next_request
+            self._next_request += 1
+            answered = self._pings[request] = threading.Event()
+        try:
+            self._send({"op": "ping", "id": request})
+        except SlurmError:
+            return False
+        return answered.wait(timeout)
+
+    def abandon(self, why: str) -> None:
+        """Gives the agent up (its host does not answer): its step is killed here, and what
+        it ran has ended with it (`_agent_ended`, once srun exits)."""
+        with self._lock:
+            self._ended = self._ended or why
+            popen = self._popen
+        if popen is not None:
+            with contextlib.suppress(OSError):
+                popen.kill()
 
     def signal_group(self, pid: int, sig: int) -> None:
         """Signals node process group `pid` on the agent's host (nothing if it is gone)."""

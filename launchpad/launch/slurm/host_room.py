@@ -5,6 +5,7 @@
                                group's component with room (all of them, or none and a
                                SlurmError with the numbers and what would make room)
     free(names)                a group shrank: what those nodes held is free again
+    move(name, avoid)          its host is lost: the node takes room on another host
     env(name)                  the node's share as offsets of its host's (slot_binding.py)
 
 A job's hosts are what it asked Slurm for: a component's H hosts of C CPUs (placement.py), of
@@ -91,6 +92,30 @@ class HostRoom:
                 taken.append(name)
             return [self._held[name].host for name in names]
 
+    def move(self, name: str, avoid: set[HostKey]) -> HostKey:
+        """Node `name` has lost its host: it takes room on another host of its component,
+        not one of `avoid` (hosts lost too); returns it.
+
+        Raises:
+          SlurmError: none has room (the node keeps its place, and the error its numbers).
+        """
+        with self._lock:
+            held = self._held[name]
+            needs = Resources(cpus=held.cpus, gpus=held.gpus, memory_mb=held.memory_mb or None)
+            keys = [key for key in self._hosts if key[0] == held.host[0]
+                    and key != held.host and key not in avoid]
+            fitting = [key for key in keys if self._fits(key, needs)]
+            if not fitting:
+                raise SlurmError(
+                    f"Node {name} lost its host (host {held.host[1]} of component "
+                    f"{held.host[0]} of {self._job}), and no other host of the job has room "
+                    f"for its {needs.cpus} CPUs ({self._free_text(keys) or 'no other host'}): "
+                    "lp.SlurmSettings(max_nodes=...) makes the job hold room to spare")
+            self._release(name)
+            key = min(fitting, key=lambda k: (self._used(k), k))
+            self._hold(name, key, needs)
+            return key
+
     def free(self, names: Sequence[str]) -> None:
         """Nodes `names` are gone: what they held is free."""
         with self._lock:
@@ -131,8 +156,7 @@ class HostRoom:
 
     def _refusal(self, group: str, count: int, needs: Resources,
                  keys: list[HostKey]) -> str:
-        free = ", ".join(f"host {h}: {self._hosts[(g, h)].cpus.count(None)} of "
-                         f"{len(self._hosts[(g, h)].cpus)} CPUs free" for g, h in keys)
+        free = self._free_text(keys)
         nodes = f"{count} node{'s' * (count != 1)}"
         gpus = f" and {needs.gpus} GPUs" if needs.gpus else ""
         size = self._size_of(group) + count
@@ -140,6 +164,10 @@ class HostRoom:
                 f"{nodes} of {needs.cpus} CPUs{gpus} each: the hosts {self._job} has for it "
                 f"({free}) have no room for them. Launch it with lp.SlurmSettings(max_nodes="
                 f"{{{group!r}: {size}}}) (or more) so that its job asks Slurm for that room")
+
+    def _free_text(self, keys: list[HostKey]) -> str:
+        return ", ".join(f"host {h}: {self._hosts[(g, h)].cpus.count(None)} of "
+                         f"{len(self._hosts[(g, h)].cpus)} CPUs free" for g, h in keys)
 
     def _size_of(self, group: str) -> int:
         return sum(name.rpartition("/")[0] == group for name in self._held)

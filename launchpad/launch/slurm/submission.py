@@ -19,6 +19,8 @@ its host agent.
                share of the host's CPUs and GPUs (slot_binding.py), passes its output
                back, and sends the controller one heartbeat and one telemetry report per
                host and period
+    a host lost -> the job goes on (`--no-kill`); a node of that host restarted by its
+               group's policy starts on another host with room (node_hosts.py)
     stop    -> the same as under local_mp (stop event, grace, SIGTERM, SIGKILL, each to the
                node's process group through its agent), then the agents end, then `scancel`
                of the job: it never outlives its program
@@ -51,6 +53,7 @@ from launchpad.launch.slurm import job as slurm_job
 from launchpad.launch.slurm.errors import SlurmError
 from launchpad.launch.slurm.host_room import HostRoom
 from launchpad.launch.slurm.job import SlurmJob, run
+from launchpad.launch.slurm.node_hosts import NodeOnHost
 from launchpad.launch.slurm.placement import Placement, place
 from launchpad.launch.slurm.settings import SlurmSettings
 from launchpad.program import Program
@@ -111,7 +114,8 @@ def sbatch_argv(placement: Placement, settings: SlurmSettings, run_dir: str,
     options, its output in the run folder."""
     return placement.sbatch_argv(
         [f"--job-name=lp-{placement.program}",
-         f"--output={os.path.join(run_dir, 'slurm-%j.out')}"],
+         f"--output={os.path.join(run_dir, 'slurm-%j.out')}",
+         "--no-kill"],  # a host lost is the program's to handle (node_hosts.py), not an end
         settings.sbatch_options(), batch_step)
 
 
@@ -186,7 +190,7 @@ def start_nodes(program: Program, controller: Controller, job: SlurmJob,
                                                failure_shown_by_launcher=term.shows_output)
             node_process = NodeProcess(
                 node.name, spec.write_spec_file(node_spec, run_dir), given,
-                agents[room.host_of(node.name)], lambda name=node.name: term.open(name),
+                NodeOnHost(node.name, room, agents), lambda name=node.name: term.open(name),
                 on_exit=controller.worker_ended, imports=node.heavy_imports())
             controller.add_worker(node_process)
             node_processes.append(node_process)

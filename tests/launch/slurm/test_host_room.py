@@ -64,3 +64,17 @@ def test_what_a_removed_node_held_is_taken_again_by_the_next_that_fits():
     room.free(["learner/0"])  # two free CPUs in a run: a node of 2 fits there
     room.take("actor", ["actor/2"], lp.Resources(cpus=2))
     assert room.env("actor/2") == {"LAUNCHPAD_CPU_SLOTS": "0-1"}
+
+
+def test_a_node_whose_host_is_lost_moves_to_a_host_with_room_or_is_refused_named():
+    room = HostRoom(_placement(2, spare=2), "7")  # learner on host 0, actors on host 1
+    assert room.host_of("actor/1") == (0, 1)
+    assert room.move("actor/1", avoid=set()) == (0, 0)
+    assert room.env("actor/1") == {"LAUNCHPAD_CPU_SLOTS": "2-2"}
+    room.take("actor", ["actor/2"], lp.Resources())  # the last free CPU but one
+    room.take("actor", ["actor/3"], lp.Resources())
+    with pytest.raises(SlurmError) as refused:
+        room.move("actor/0", avoid={(0, 0)})
+    assert "Node actor/0 lost its host (host 1 of component 0 of Slurm job 7)" in str(
+        refused.value)
+    assert room.host_of("actor/0") == (0, 1)  # where it was
