@@ -1,7 +1,9 @@
 """Benchmark: changing a running program, against launching the changed program afresh.
 
-Run: `python -m benchmarks.program_change [--sizes 8,32] [--launch-type local_mp]`. Prints
-one JSON object on stdout (its last line); progress goes to stderr.
+Run: `python -m benchmarks.program_change [--sizes 8,32] [--launch-type local_mp|slurm]`.
+Prints one JSON object on stdout (its last line); progress goes to stderr. Under slurm (as
+root) it starts its own Slurm of 3 hosts (network namespaces, tests/cluster) and stops it at
+the end; the grown program's job holds room for N workers (`SlurmSettings(max_nodes=...)`).
 
 The program: a `learner` holding the `worker` group's handle (it follows the group), and
 its workers (CourierNodes). For each size N, under the launch type:
@@ -21,11 +23,13 @@ is cheaper than relaunching). Each measure is the median of `--repeats` runs.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
 import statistics
 import sys
+import tempfile
 import time
 
 import launchpad as lp
@@ -88,9 +92,18 @@ def _until(condition, what: str) -> None:
         time.sleep(0.01)  # polls the program's answer: there is no event to wait on here
 
 
-def _measure(size: int, launch_type: str) -> dict[str, float]:
+def _options(launch_type: str, run_dir: str, room: int | None = None) -> dict:
+    """The launch's options: under slurm, the run folder (and room for `room` workers)."""
+    if launch_type != "slurm":
+        return {}
+    return {"slurm": lp.SlurmSettings(run_dir=run_dir,
+                                      max_nodes={"worker": room} if room else {})}
+
+
+def _measure(size: int, launch_type: str, run_dir: str) -> dict[str, float]:
     started = time.perf_counter()
-    controller = lp.launch(make_program(size), launch_type=launch_type)
+    controller = lp.launch(make_program(size), launch_type=launch_type,
+                           **_options(launch_type, run_dir))
     try:
         learner = _learner(controller)
         _until(lambda: sorted(learner.ping_all()) == list(range(size)), "fresh workers")
@@ -98,7 +111,8 @@ def _measure(size: int, launch_type: str) -> dict[str, float]:
     finally:
         controller.stop()
         controller.wait()
-    controller = lp.launch(make_program(1), launch_type=launch_type)
+    controller = lp.launch(make_program(1), launch_type=launch_type,
+                           **_options(launch_type, run_dir, size))
     try:
         learner = _learner(controller)
         _until(lambda: learner.ping_all() == [0], "the first worker")
@@ -130,20 +144,40 @@ def main() -> None:
     parser.add_argument("--launch-type", default="local_mp")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    with contextlib.ExitStack() as stack:
+        run_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="lp-change-"))
+        if args.launch_type == "slurm":
+            _start_slurm(stack, run_dir, max(sizes) + 1)
+        rows = _rows(sizes, args.launch_type, args.repeats, run_dir)
+    print(json.dumps({"benchmark": "program_change", "launch_type": args.launch_type,
+                      "repeats": args.repeats, "machine": platform.machine(),
+                      "cpus": os.cpu_count(), "results": rows}))
+
+
+def _start_slurm(stack: contextlib.ExitStack, work: str, nodes: int) -> None:
+    """A Slurm of 3 hosts that hold `nodes` nodes of 1 CPU, its clients' variables set."""
+    from tests.cluster.netns import HostNetwork  # root only: imported when measured
+    from tests.cluster.slurm import SlurmCluster
+    network = stack.enter_context(HostNetwork(3))
+    cluster = stack.enter_context(SlurmCluster(os.path.join(work, "slurm"), network,
+                                               cpus_per_host=nodes))
+    os.environ.update(cluster.env)
+
+
+def _rows(sizes: list[int], launch_type: str, repeats: int, run_dir: str) -> list[dict]:
     rows = []
-    for size in [int(s) for s in args.sizes.split(",")]:
+    for size in sizes:
         runs = []
-        for repeat in range(args.repeats):
+        for repeat in range(repeats):
             print(f"program_change: {size} workers, run {repeat + 1}", file=sys.stderr,
                   flush=True)
-            runs.append(_measure(size, args.launch_type))
+            runs.append(_measure(size, launch_type, run_dir))
         row = {key: round(statistics.median(r[key] for r in runs), 3) for key in runs[0]}
         row["grow_vs_fresh"] = round(row["grow_secs"] / row["fresh_launch_secs"], 2)
         row["apply_vs_fresh"] = round(row["apply_secs"] / row["fresh_launch_secs"], 2)
         rows.append({"workers": size, **row})
-    print(json.dumps({"benchmark": "program_change", "launch_type": args.launch_type,
-                      "repeats": args.repeats, "machine": platform.machine(),
-                      "cpus": os.cpu_count(), "results": rows}))
+    return rows
 
 
 if __name__ == "__main__":

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 import cloudpickle
@@ -222,10 +223,11 @@ class ControllerClient:
         return self._call_within(timeout, "scale", label, count)
 
     def change(self, program: bytes, fingerprints: dict[str, str], apply: bool,
-               timeout: float | None = None) -> Any:
+               only: Sequence[str] = (), timeout: float | None = None) -> Any:
         """Plans (or, with `apply`, applies) the running program's change into `program`
-        (pickled, with its nodes' `fingerprints`: Controller.plan and .apply); its plan."""
-        return self._call_within(timeout, "change", program, fingerprints, apply)
+        (pickled, with its nodes' `fingerprints`; `only` these groups, if any:
+        Controller.plan and .apply); its plan."""
+        return self._call_within(timeout, "change", program, fingerprints, apply, list(only))
 
     def wait_for_end(self, timeout: float | None = None) -> None:
         """Returns when the controller has ended every node; raises if it is gone.

@@ -6,8 +6,10 @@ each node added (+), replaced (~: its code or arguments changed) or removed (-),
 unchanged, and every change that cannot be made live (!, with its reason). Then, asked on a
 terminal (or with --yes), the run's controller applies it: replaced nodes stop gracefully -
 their StatePolicy state is saved - and start again with the new code, restoring it; the
-unchanged ones keep running. `--plan` only shows the plan. The new program's code travels
-with it (by value), so the controller's process, which loaded the older code, can read it.
+unchanged ones keep running. `--plan` only shows the plan; `--only GROUP` changes that group
+alone (as terraform's -target), the others running on as they are however they differ. The
+new program's code travels with it (by value), so the controller's process, which loaded the
+older code, can read it.
 """
 
 from __future__ import annotations
@@ -24,13 +26,16 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "apply", help="change a running program into its next version (the plan first)",
         description="Compares a running program with the one MODULE:FUNCTION returns, node "
                     "by node; shows the plan, then applies it.",
-        usage="launchpad apply [-h] [--plan] [--yes] [--arg NAME=VALUE] [--timeout SECS] "
-              "[--run-dir DIR] [RUN] MODULE:FUNCTION")
+        usage="launchpad apply [-h] [--plan] [--yes] [--only GROUP] [--arg NAME=VALUE] "
+              "[--timeout SECS] [--run-dir DIR] [RUN] MODULE:FUNCTION")
     parser.add_argument("names", nargs="+", metavar="[RUN] MODULE:FUNCTION",
                         help="the run (default: the one running program) and the function "
                              "returning the new program, e.g. examples.d4pg.launch:"
                              "make_program")
     parser.add_argument("--plan", action="store_true", help="only show the plan")
+    parser.add_argument("--only", action="append", default=[], metavar="GROUP",
+                        help="change this group alone (may be repeated); the others run on "
+                             "as they are, however they differ")
     parser.add_argument("--yes", action="store_true", help="apply without asking")
     parser.add_argument("--timeout", type=float, default=600.0, metavar="SECS",
                         help="how long to wait for the change (default 600)")
@@ -47,7 +52,8 @@ def run(args: argparse.Namespace) -> int:
     program = programs.load_program(target, dict(programs.keyword(a) for a in args.arg))
     shipped = serialization.pickle_program_change(program)
     with runs.changing(found) as controller:
-        plan = controller.change(*shipped, apply=False, timeout=args.timeout)
+        plan = controller.change(*shipped, apply=False, only=args.only,
+                                 timeout=args.timeout)
         print(plan)
         if plan.refused:
             runs.fail("the changes marked ! cannot be made while the program runs; nothing "
@@ -58,7 +64,8 @@ def run(args: argparse.Namespace) -> int:
             return 0
         if not args.yes and not _confirmed(found.run_id):
             runs.fail("nothing was applied (apply with --yes where no terminal asks)")
-        applied = controller.change(*shipped, apply=True, timeout=args.timeout)
+        applied = controller.change(*shipped, apply=True, only=args.only,
+                                    timeout=args.timeout)
     print(f"launchpad: applied to run {found.run_id}: {len(applied.added)} added, "
           f"{len(applied.replaced)} replaced, {len(applied.removed)} removed")
     return 0

@@ -24,6 +24,12 @@ def test_apply_shows_the_plan_then_replaces_and_adds_nodes(run_dir):
             "Program 'serving': 1 to add, 2 to replace, 0 to remove, 4 unchanged\n"
             "  + worker/2\n  ~ worker/0\n  ~ worker/1\n"
             "launchpad: plan only (--plan): nothing was applied\n")
+        other = cli("apply", run_id, TARGET, "--arg", "greeting=hello", "--only", "echo")
+        assert other.stdout == (
+            "Program 'serving': 0 to add, 0 to replace, 0 to remove, 4 unchanged, 2 left as "
+            "they run\n  = worker/0 (differs; its group is not among those applied)\n"
+            "  = worker/1 (differs; its group is not among those applied)\n"
+            "launchpad: nothing to apply\n"), other.stdout
         unasked = cli("apply", run_id, TARGET, "--arg", "greeting=hello")
         assert (unasked.returncode, unasked.stderr) == (1, (
             "launchpad: nothing was applied (apply with --yes where no terminal asks)\n"))

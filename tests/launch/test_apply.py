@@ -128,6 +128,22 @@ def test_a_replaced_stateful_node_restores_its_state_in_its_new_code(code,
     assert _client(controller, "learner").step() == 13  # saved at its stop: 3; then + 10
 
 
+@pytest.mark.parametrize("launch_each_engine", ["local_mp"], indirect=True)
+def test_only_the_groups_named_change_the_others_run_on_as_they_are(code,
+                                                                    launch_each_engine):
+    controller, learner = _launched_three_steps_in(code, launch_each_engine)
+    new = code(step=10, version="v2").make_program(workers=3)  # all three groups differ
+    plan = controller.plan(new, only=["evaluator"])
+    assert (plan.replaced, plan.added, plan.kept) == (
+        ("evaluator/0",), (), ("learner/0", "worker/2"))
+    assert "  = learner/0 (differs; its group is not among those applied)" in str(plan)
+    controller.apply(new, only=["evaluator"])
+    assert _client(controller, "evaluator").version() == "v2"
+    assert learner.step() == 4  # the old code, still running
+    assert len(controller.program.groups["worker"]) == 2
+    assert "only names groups ['critic']" in str(controller.plan(new, only=["critic"]))
+
+
 @LAUNCHERS
 def test_nodes_are_added_and_removed_as_the_new_program_has_them(code, launch_each_engine):
     module = code()

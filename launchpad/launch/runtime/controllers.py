@@ -74,8 +74,8 @@ class ProgramController(Protocol):
         """What `apply(program)` would do (Controller.plan): a ProgramPlan."""
 
     def apply(self, program: Program) -> Any:
-        """Changes the running program into `program`, its next version (Controller.apply);
-        the ProgramPlan applied."""
+        """Changes the running program into `program`, its next version (Controller.apply;
+        `only=` the groups to change); the ProgramPlan applied."""
 
     def __enter__(self) -> ProgramController: ...
 
@@ -152,21 +152,22 @@ class RemoteController(abc.ABC):
         """
         return self._asked(lambda client: client.scale(label, count))
 
-    def plan(self, program: Program) -> Any:
+    def plan(self, program: Program, only: Sequence[str] = ()) -> Any:
         """As Controller.plan: what `apply(program)` would do; changes nothing."""
         shipped = serialization.pickle_program_change(program)
-        return self._asked(lambda client: client.change(*shipped, apply=False))
+        return self._asked(lambda client: client.change(*shipped, apply=False, only=only))
 
-    def apply(self, program: Program) -> Any:
+    def apply(self, program: Program, only: Sequence[str] = ()) -> Any:
         """As Controller.apply: the running program changed into `program`, its next
-        version; returns the plan applied. Its code goes to the controller with it.
+        version (`only` these groups, if any); returns the plan applied. Its code goes to
+        the controller with it.
 
         Raises:
           ValueError: a change that cannot be made live (nothing applied).
           ProgramStoppedError: its controller cannot be reached.
         """
         shipped = serialization.pickle_program_change(program)
-        return self._asked(lambda client: client.change(*shipped, apply=True))
+        return self._asked(lambda client: client.change(*shipped, apply=True, only=only))
 
     def _asked(self, question: Callable[[control.ControllerClient], _Answer]) -> _Answer:
         """`question(client)` of its controller, which must be reachable.
@@ -195,16 +196,10 @@ class RemoteController(abc.ABC):
     def _ask(self, question: Callable[[control.ControllerClient], _Answer]) -> _Answer | None:
         """`question(client)` of its controller over the protocol; None while its controller
         is not known, or once it has gone (the program ended as it was asked)."""
-        where = self._controller_at()
-        if where is None:
-            return None
-        client = control.ControllerClient(*where)
         try:
-            return question(client)
+            return self._asked(question)
         except Exception:  # noqa: BLE001 - the program has ended and its controller gone
             return None
-        finally:
-            client.close()
 
     def stop_and_wait(self) -> bool:
         self.stop()

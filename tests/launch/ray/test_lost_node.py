@@ -14,8 +14,8 @@ import launchpad as lp
 from tests.cluster.fixtures import namespaces_unavailable
 from tests.cluster.netns import HostNetwork
 from tests.cluster.ray_cluster import RayCluster, ray_unavailable
+from tests.launch import lost_hosts
 from tests.launch.helpers import TIMEOUT
-from tests.launch.slurm.test_lost_host import Counter, _client, _kill_host, _until
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.ray]
 
@@ -40,46 +40,19 @@ def ray_of_two(tmp_path_factory, monkeypatch):
 
 
 def test_actors_of_a_lost_ray_node_start_again_on_the_others_with_their_state(
-        ray_of_two, tmp_path, no_leaked_threads):
-    program = lp.Program("ray-lossy")
-    state = lp.StatePolicy(every_secs=0.5, dir=str(tmp_path / "states"))
-    with program.group("learner", state=state):
-        program.add_node(lp.CourierNode(Counter))
-    with program.group("actor", state=state, restart=lp.RestartPolicy(max_restarts=2)):
-        for _ in range(2):
-            program.add_node(lp.CourierNode(Counter))
+        ray_of_two, no_leaked_threads):
+    launched = lost_hosts.program("ray-lossy", actors=2)
     # One actor on each Ray node (SPREAD), the learner on the head (its `node:IP` resource).
     head = ray_of_two.node_addresses[0]
-    controller = lp.launch(program, launch_type="ray", liveness_timeout_secs=5,
+    controller = lp.launch(launched, launch_type="ray", liveness_timeout_secs=5,
                            resources={"actor": lp.Resources(cpus=1),
                                       "learner": lp.Resources(extra={f"node:{head}": 0.01})},
                            ray=lp.RaySettings(placement={"actor": "SPREAD"}))
     try:
-        names = ["learner/0", "actor/0", "actor/1"]
-        for name in names:
-            assert controller.wait_for_started(name, TIMEOUT), name
-        worker_host = ray_of_two.network.hosts[0]
-        hosts = controller.hosts()
-        moving = [name for name in names if hosts[name] == worker_host.address]
-        assert len(moving) == 1 and moving[0].startswith("actor"), hosts
-        staying = [name for name in names if name not in moving]
-        clients = {name: _client(program, name) for name in names}
-        for name in names:
-            assert [clients[name].tick() for _ in range(5)] == [1, 2, 3, 4, 5]
-        for name in names:
-            _until(lambda name=name: clients[name].last_saved() == 5, f"{name} saved")
-
-        _kill_host(ray_of_two.network, worker_host)
-
-        for name in moving:
-            assert controller.wait_for_restarts(name, 1, 90), name
-            assert controller.wait_for_started(name, 90), name
-            assert controller.hosts()[name] != worker_host.address
-            assert _client(program, name).tick() == 6  # its state, restored
-        for name in staying:
-            assert clients[name].tick() == 6  # never stopped
-            assert controller.restarts().get(name, 0) == 0
-        assert controller.failure is None
+        clients = lost_hosts.ticked_and_saved(controller, launched)
+        moved = lost_hosts.lose_host(controller, launched, clients, ray_of_two.network,
+                                     ray_of_two.network.hosts[0])
+        assert len(moved) == 1 and moved[0].startswith("actor/")
     finally:
         controller.stop()
         controller.wait(timeout=TIMEOUT, raise_error=False)

@@ -5,7 +5,8 @@
               - removed    in the running one only: a group's last nodes
               ~ replaced   in both, made of other code or arguments (nodes/fingerprint.py)
                 unchanged  in both, made of the same: it keeps running, and its connections
-            and what cannot be done live, each with its reason (refused): a node whose type
+            (with `only`, the groups left out run on as they are: kept), and what cannot be
+            done live, each with its reason (refused): a node whose type
             changed, a group that would vanish, a replicated node's tasks, a removed node
             whose handle a node that stays still holds, another program's name
     apply:  nothing if anything is refused (ValueError with every reason); else removed
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Collection
 
 from launchpad.launch.runtime.controller.group_scaling import GroupScaling
 from launchpad.nodes.base import handles_in
@@ -38,6 +40,7 @@ class ProgramPlan:
     removed: tuple[str, ...] = ()
     replaced: tuple[str, ...] = ()
     unchanged: tuple[str, ...] = ()
+    kept: tuple[str, ...] = ()  # differ, but of groups left out (`only`): they run on as they are
     refused: tuple[str, ...] = ()  # why it cannot be applied live, one reason each
     applied_at: float | None = None  # time.time() once applied
 
@@ -47,17 +50,22 @@ class ProgramPlan:
 
     def __str__(self) -> str:
         lines = [f"Program {self.program!r}: {len(self.added)} to add, {len(self.replaced)} "
-                 f"to replace, {len(self.removed)} to remove, {len(self.unchanged)} unchanged"]
+                 f"to replace, {len(self.removed)} to remove, {len(self.unchanged)} unchanged"
+                 + (f", {len(self.kept)} left as they run" if self.kept else "")]
         for mark, names in (("+", self.added), ("~", self.replaced), ("-", self.removed)):
             lines += [f"  {mark} {name}" for name in names]
+        lines += [f"  = {name} (differs; its group is not among those applied)"
+                  for name in self.kept]
         lines += [f"  ! {reason}" for reason in self.refused]
         return "\n".join(lines)
 
 
 def plan(running: Program, running_fingerprints: dict[str, str], new: Program,
-         new_fingerprints: dict[str, str] | None = None) -> ProgramPlan:
+         new_fingerprints: dict[str, str] | None = None,
+         only: Collection[str] | None = None) -> ProgramPlan:
     """What applying `new` to `running` would do (see the module doc); `running_fingerprints`
-    are its nodes' as they were launched (or applied)."""
+    are its nodes' as they were launched (or applied). `only`: the groups to change (as
+    terraform's -target); the others run on as they are, however they differ."""
     new_fingerprints = new_fingerprints or fingerprints(new.get_all_nodes())
     old_fingerprints = running_fingerprints
     old = {node.name: node for node in running.get_all_nodes()}
@@ -66,7 +74,11 @@ def plan(running: Program, running_fingerprints: dict[str, str], new: Program,
     if new.name != running.name:
         refused.append(f"the new program is named {new.name!r}, the running one "
                        f"{running.name!r}: apply changes a program into its next version")
-    for label in sorted(set(running.groups) - set(new.groups)):
+    unknown = sorted(set(only or ()) - set(running.groups) - set(new.groups))
+    if unknown:
+        refused.append(f"only names groups {unknown} that neither program has")
+    chosen = set(running.groups) | set(new.groups) if only is None else set(only)
+    for label in sorted((set(running.groups) - set(new.groups)) & chosen):
         refused.append(f"group {label!r} would vanish: a running program keeps its groups "
                        "(scale it to 1 node instead)")
     added = [name for name in made if name not in old]
@@ -75,6 +87,10 @@ def plan(running: Program, running_fingerprints: dict[str, str], new: Program,
     replaced = [name for name in both if not old_fingerprints[name]
                 or old_fingerprints[name] != new_fingerprints.get(name)]
     unchanged = [name for name in both if name not in replaced]
+    kept = [name for name in replaced + added + removed
+            if name.rpartition("/")[0] not in chosen]
+    added, removed, replaced = ([name for name in names if name not in kept]
+                                for names in (added, removed, replaced))
     for name in replaced:
         was, becomes = type(old[name]), type(made[name])
         if was is not becomes and (was.__module__, was.__qualname__) != (
@@ -88,26 +104,28 @@ def plan(running: Program, running_fingerprints: dict[str, str], new: Program,
             refused.append(f"node {name} is a replicated node's, whose tasks change only "
                            "with the whole program")
     gone = set(removed)
-    for name in unchanged:
+    for name in unchanged + [name for name in kept if name in old]:  # (those that stay)
         held = sorted({handle.node_name for inner in old[name].all_nodes()
                        for handle in handles_in(inner.arguments())} & gone)
         if held:
             refused.append(f"node {name} stays and holds the handle of {', '.join(held)}, "
                            "which would be removed")
     return ProgramPlan(running.name, tuple(added), tuple(reversed(removed)), tuple(replaced),
-                       tuple(unchanged), tuple(dict.fromkeys(refused)))
+                       tuple(unchanged), tuple(kept), tuple(dict.fromkeys(refused)))
 
 
 def apply(scaling: GroupScaling, running: Program, new: Program,
-          new_fingerprints: dict[str, str] | None = None) -> ProgramPlan:
-    """Changes `running` into `new` (see the module doc); returns the plan it applied.
+          new_fingerprints: dict[str, str] | None = None,
+          only: Collection[str] | None = None) -> ProgramPlan:
+    """Changes `running` into `new` (see the module doc; `only` as `plan`'s); returns the
+    plan it applied.
 
     Raises:
       ValueError: something of it cannot be applied live (every reason, in the plan's words).
     """
     new_fingerprints = new_fingerprints or fingerprints(new.get_all_nodes())
     with scaling.lock:
-        changes = plan(running, scaling.fingerprints, new, new_fingerprints)
+        changes = plan(running, scaling.fingerprints, new, new_fingerprints, only)
         if changes.refused:
             raise ValueError(f"{changes}\nNothing was applied: the changes marked ! cannot "
                              "be made while the program runs")

@@ -5,6 +5,7 @@ class: group_scaling.py and program_change.py do the work)."""
 from __future__ import annotations
 
 import concurrent.futures
+from collections.abc import Collection
 
 from launchpad.launch.runtime.controller import program_change
 from launchpad.launch.runtime.controller.group_scaling import CHANGEABLE, GroupScaling
@@ -40,19 +41,21 @@ class RunningChanges:
         self._check_running()
         return self.scaling.scale(label, count, self.launch_type)
 
-    def plan(self, program: Program,
-             fingerprints: dict[str, str] | None = None) -> ProgramPlan:
+    def plan(self, program: Program, fingerprints: dict[str, str] | None = None,
+             only: Collection[str] | None = None) -> ProgramPlan:
         """What `apply(program)` would do, node by node (program_change.py); changes
-        nothing. `fingerprints`: the new program's, where it was built elsewhere."""
+        nothing. `fingerprints`: the new program's, where it was built elsewhere; `only`:
+        the groups to change (the others run on as they are, however they differ)."""
         return program_change.plan(self.program, self.scaling.fingerprints, program,
-                                   fingerprints)
+                                   fingerprints, only)
 
-    def apply(self, program: Program,
-              fingerprints: dict[str, str] | None = None) -> ProgramPlan:
+    def apply(self, program: Program, fingerprints: dict[str, str] | None = None,
+              only: Collection[str] | None = None) -> ProgramPlan:
         """Changes the running program into `program`, a next version of it: nodes made of
         other code or arguments are replaced (stopped gracefully, their StatePolicy state
         restored in the new ones), new ones added, those it lacks removed; the rest keeps
-        running. Returns the plan it applied.
+        running (and, with `only`, the groups it does not name). Returns the plan it
+        applied.
 
         Raises:
           ValueError: a change that cannot be made live (every reason; nothing applied).
@@ -64,7 +67,7 @@ class RunningChanges:
             launcher = self.launch_type or "this launcher"
             raise NotImplementedError(f"A program launched with {launcher} cannot be changed "
                                       f"while it runs ({CHANGEABLE} can)")
-        return program_change.apply(self.scaling, self.program, program, fingerprints)
+        return program_change.apply(self.scaling, self.program, program, fingerprints, only)
 
     def node_stop_future(self, label: str, index: int) -> concurrent.futures.Future:
         """Set when the program starts stopping, or when node label/index's group shrinks

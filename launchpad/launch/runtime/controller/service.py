@@ -155,15 +155,16 @@ class ControllerService:
     def scale(self, label: str, count: int) -> list[str]:
         return self._controller.scale(label, count)
 
-    def change(self, program: bytes, fingerprints: dict, apply: bool) -> ProgramPlan:
+    def change(self, program: bytes, fingerprints: dict, apply: bool,
+               only: list) -> ProgramPlan:
         new = cloudpickle.loads(program)  # (its caller holds the token)
         if not isinstance(new, Program) or not all(
-                isinstance(k, str) and isinstance(v, str) for k, v in fingerprints.items()):
-            raise TypeError("The controller protocol's change takes a pickled lp.Program and "
-                            "its nodes' fingerprints (name -> str)")
-        if apply:
-            return self._controller.apply(new, fingerprints)
-        return self._controller.plan(new, fingerprints)
+                isinstance(k, str) and isinstance(v, str) for k, v in fingerprints.items()
+        ) or not all(isinstance(label, str) for label in only):
+            raise TypeError("The controller protocol's change takes a pickled lp.Program, "
+                            "its nodes' fingerprints (name -> str) and group labels")
+        change = self._controller.apply if apply else self._controller.plan
+        return change(new, fingerprints, only or None)
 
     def wait_for_end(self) -> concurrent.futures.Future:
         return self._controller.end_future()
