@@ -54,18 +54,22 @@ def test_a_process_of_another_user_cannot_connect(serve, service):
         child.join(timeout=30)
 
 
-def test_a_socket_directory_open_to_others_is_not_used(serve, connect, service):
-    directory = unix_sockets.socket_dir()
+def test_a_socket_directory_open_to_others_is_not_used(serve, connect, service, monkeypatch,
+                                                        tmp_path):
+    # A directory of this test's own: the user's shared one, opened to others here, would
+    # turn every other process's same-host calls to gRPC (and their logs noisy) meanwhile.
+    directory = tmp_path / "sockets"
+    directory.mkdir(mode=0o700)
+    monkeypatch.setattr(unix_sockets, "DIRECTORY", str(directory))
+    assert unix_sockets.socket_dir() == str(directory)
     os.chmod(directory, 0o755)
-    try:
-        assert unix_sockets.socket_dir() is None
-        client = connect(serve(service, token=TOKEN), token=TOKEN, transport="local")
-        assert client.ping() == "pong"
-        # the server made no socket there: its TCP port
-        assert courier.transport_of(client) == "tcp"
-    finally:
-        os.chmod(directory, 0o700)
-    assert unix_sockets.socket_dir() == directory
+    assert unix_sockets.socket_dir() is None
+    client = connect(serve(service, token=TOKEN), token=TOKEN, transport="local")
+    assert client.ping() == "pong"
+    assert courier.transport_of(client) == "tcp"  # the server made no socket there
+    assert os.listdir(directory) == []
+    os.chmod(directory, 0o700)
+    assert unix_sockets.socket_dir() == str(directory)
 
 
 def test_the_sweep_removes_sockets_nobody_listens_on_and_keeps_live_ones(serve, service):

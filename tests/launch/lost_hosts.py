@@ -4,6 +4,7 @@ back elsewhere with their state while the others never noticed."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -80,7 +81,8 @@ def lose_host(controller, launched: lp.Program, clients: dict, network: HostNetw
     moving = [name for name in clients if hosts[name] == host.address]
     while pids := network.pids(host):  # every process of it at once, as a machine that dies
         for pid in pids:
-            os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):  # ended since it was listed
+                os.kill(pid, signal.SIGKILL)
         wait_gone(pids, 5.0)
     for name in moving:
         assert controller.wait_for_restarts(name, 1, BACK_WITHIN_SECS), name
