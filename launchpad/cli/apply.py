@@ -27,7 +27,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         description="Compares a running program with the one MODULE:FUNCTION returns, node "
                     "by node; shows the plan, then applies it.",
         usage="launchpad apply [-h] [--plan] [--yes] [--only GROUP] [--arg NAME=VALUE] "
-              "[--timeout SECS] [--run-dir DIR] [RUN] MODULE:FUNCTION")
+              "[--timeout SECS] [--run-dir DIR] [--namespace NS] [RUN] MODULE:FUNCTION")
     parser.add_argument("names", nargs="+", metavar="[RUN] MODULE:FUNCTION",
                         help="the run (default: the one running program) and the function "
                              "returning the new program, e.g. examples.d4pg.launch:"
@@ -41,6 +41,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                         help="how long to wait for the change (default 600)")
     programs.add_program_arguments(parser)
     runs.add_run_dir(parser)
+    runs.add_namespace(parser)
     parser.set_defaults(handler=run)
 
 
@@ -48,10 +49,9 @@ def run(args: argparse.Namespace) -> int:
     if len(args.names) not in (1, 2):
         runs.fail("apply takes [RUN] MODULE:FUNCTION")
     *given, target = args.names
-    found = runs.find(given[0] if given else None, args.run_dir)
     program = programs.load_program(target, dict(programs.keyword(a) for a in args.arg))
     shipped = serialization.pickle_program_change(program)
-    with runs.changing(found) as controller:
+    with runs.asking(given[0] if given else None, args) as (run_id, controller):
         plan = controller.change(*shipped, apply=False, only=args.only,
                                  timeout=args.timeout)
         print(plan)
@@ -62,11 +62,11 @@ def run(args: argparse.Namespace) -> int:
             print("launchpad: nothing to apply" if not plan.changes else
                   "launchpad: plan only (--plan): nothing was applied")
             return 0
-        if not args.yes and not _confirmed(found.run_id):
+        if not args.yes and not _confirmed(run_id):
             runs.fail("nothing was applied (apply with --yes where no terminal asks)")
         applied = controller.change(*shipped, apply=True, only=args.only,
                                     timeout=args.timeout)
-    print(f"launchpad: applied to run {found.run_id}: {len(applied.added)} added, "
+    print(f"launchpad: applied to run {run_id}: {len(applied.added)} added, "
           f"{len(applied.replaced)} replaced, {len(applied.removed)} removed")
     return 0
 

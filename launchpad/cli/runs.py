@@ -16,11 +16,12 @@ import os
 import sys
 import time
 from collections.abc import Iterator
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from launchpad import control, courier
 from launchpad.launch import run_registry
 from launchpad.launch.runtime import run_records
+from launchpad.launch.runtime.errors import LaunchError
 
 CALL_SECS = 30.0  # how long a controller may take to answer a command's question
 _POLL_SECS = 0.05  # how often `stop` looks whether the run's record is gone yet
@@ -40,6 +41,13 @@ def add_run_dir(parser: argparse.ArgumentParser) -> None:
 def add_run(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run", metavar="RUN", nargs="?", default=None,
                         help="the run id, or its beginning (default: the one running program)")
+
+
+def add_namespace(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--namespace", metavar="NS", default=None,
+                        help="for a Kubernetes launch: its namespace (RUN is then its launch "
+                             "id, asked through the cluster's API; the launch needs "
+                             "KubernetesSettings(allow_changes=True))")
 
 
 def add_parsers(commands: argparse._SubParsersAction) -> None:
@@ -95,6 +103,10 @@ def client(run: run_records.Run) -> control.ControllerClient:
     return control.ControllerClient(run.controller_address, run.token, run.tls)
 
 
+# What a controller's refusal of a question is (its own words, one line).
+_REFUSALS = (ValueError, NotImplementedError, RuntimeError, LaunchError)
+
+
 @contextlib.contextmanager
 def changing(run: run_records.Run) -> Iterator[control.ControllerClient]:
     """A client of `run`'s controller, for a change it may refuse (scale, apply): a refusal,
@@ -104,10 +116,31 @@ def changing(run: run_records.Run) -> Iterator[control.ControllerClient]:
         yield controller
     except courier.ServerUnavailableError:
         gone(run)
-    except (ValueError, NotImplementedError, RuntimeError) as e:
+    except _REFUSALS as e:
         fail(str(e))
     finally:
         controller.close()
+
+
+@contextlib.contextmanager
+def asking(given: str | None, args: argparse.Namespace) -> Iterator[tuple[str, Any]]:
+    """(the id of the run `given` names, a client of its controller) for a question it may
+    refuse, as `changing` gives; with `--namespace`, of a Kubernetes launch, asked through
+    its cluster's API (a RemoteController's `controller_client`)."""
+    if args.namespace is None:
+        run = find(given, args.run_dir)
+        with changing(run) as controller:
+            yield run.run_id, controller
+        return
+    if given is None:
+        fail("--namespace takes RUN: the launch's id (its launchpad.dev/launch label)")
+    from launchpad.launch import attach  # (the engines, only for a run the registry lacks)
+
+    try:
+        controller = attach.attach(given, namespace=args.namespace).controller_client()
+        yield given, controller
+    except _REFUSALS as e:
+        fail(str(e))
 
 
 def gone(run: run_records.Run) -> NoReturn:

@@ -18,13 +18,15 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "scale", help="grow or shrink a group of a running program",
         description="Makes a group of a running program COUNT nodes: new ones made as its "
                     "first node was, removed ones (the highest indices) stopped gracefully.",
-        usage="launchpad scale [-h] [--timeout SECS] [--run-dir DIR] [RUN] GROUP COUNT")
+        usage="launchpad scale [-h] [--timeout SECS] [--run-dir DIR] [--namespace NS] "
+              "[RUN] GROUP COUNT")
     parser.add_argument("names", nargs="+", metavar="[RUN] GROUP COUNT",
                         help="the run (default: the one running program), the group's label "
                              "and how many nodes it should have")
     parser.add_argument("--timeout", type=float, default=120.0, metavar="SECS",
                         help="how long to wait for the change (default 120)")
     runs.add_run_dir(parser)
+    runs.add_namespace(parser)
     parser.set_defaults(handler=run)
 
 
@@ -34,8 +36,7 @@ def run(args: argparse.Namespace) -> int:
     *given, label, count = args.names
     if not count.isdigit():
         runs.fail(f"COUNT must be a whole number of nodes, got {count!r}")
-    found = runs.find(given[0] if given else None, args.run_dir)
-    with runs.changing(found) as controller:
+    with runs.asking(given[0] if given else None, args) as (run_id, controller):
         changed = controller.scale(label, int(count), timeout=args.timeout)
     # Added nodes are below COUNT; removed ones at or above it.
     added = [name for name in changed if int(name.rpartition("/")[2]) < int(count)]
@@ -43,6 +44,6 @@ def run(args: argparse.Namespace) -> int:
     said = ([f"added {', '.join(added)}"] if added else []) + (
         [f"removed {', '.join(removed)}"] if removed else [])
     nodes = "node" if int(count) == 1 else "nodes"
-    print(f"launchpad: group {label!r} of run {found.run_id} has {int(count)} {nodes}"
+    print(f"launchpad: group {label!r} of run {run_id} has {int(count)} {nodes}"
           f" ({'; '.join(said) or 'as it had'})")
     return 0

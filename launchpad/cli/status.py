@@ -1,4 +1,5 @@
-"""`launchpad status [RUN] [--json]`: a running program's node table, from its controller.
+"""`launchpad status [RUN] [--json] [--namespace NS]`: a running program's node table, from its
+controller (a Kubernetes launch's through its cluster's API, with `--namespace`).
 
 Plain text (launch/runtime/status_text.py: the same table the live view shows): each node's name,
 type, state, host, pid, restarts, uptime, CPU, memory, calls per second, errors and latency
@@ -27,6 +28,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--json", action="store_true",
                         help="print the whole status as JSON")
     runs.add_run_dir(parser)
+    runs.add_namespace(parser)
     parser.set_defaults(handler=run)
 
 
@@ -49,7 +51,11 @@ def of(run: run_records.Run) -> telemetry.ProgramStatus:
 
 
 def run(args: argparse.Namespace) -> int:
-    status = of(runs.find(args.run, args.run_dir))
+    if args.namespace is None:
+        status = of(runs.find(args.run, args.run_dir))
+    else:
+        with runs.asking(args.run, args) as (_, client):
+            status = client.status(runs.CALL_SECS)
     if args.json:
         print(json.dumps(dataclasses.asdict(status), indent=1))
     else:

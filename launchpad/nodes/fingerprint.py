@@ -4,6 +4,8 @@
         its type                          (as below, a class)
         its constructor's arguments       (Node.replica's: what it was made with)
           handles                         -> the names of their nodes ('learner/0')
+          a group handle that follows its -> its group's label (its members are whoever
+          group                              the group holds: its size is no change)
           functions, classes of the       -> their name and code (not their module: a
           user's code                        launch script's is `__main__`): bytecode,
                                              constants, names (not line numbers: a line
@@ -36,6 +38,7 @@ from typing import Any
 import cloudpickle
 
 from launchpad.nodes.errors import UncomparableNodeError
+from launchpad.nodes.group import GroupHandle
 from launchpad.nodes.handles import Handle
 
 _PACKAGE_ROOTS = tuple(os.path.realpath(path) + os.sep for path in {
@@ -86,6 +89,8 @@ class _Digester(cloudpickle.Pickler):
     def reducer_override(self, obj: Any) -> Any:
         if isinstance(obj, Handle):
             return str, (f"handle of {obj.node_name}",)
+        if isinstance(obj, GroupHandle) and obj.follows is not None:
+            return str, (f"handle of group {obj.follows}",)
         if isinstance(obj, (types.FunctionType, type)) and _is_users(obj.__module__):
             return str, (self._code_of(obj),)
         return NotImplemented  # (elsewhere's functions and classes: by reference)

@@ -43,6 +43,12 @@ class GroupHandle(Dereferenceable):
         self._follows = follows
 
     @property
+    def follows(self) -> str | None:
+        """The label of the group it follows as it grows and shrinks, or None (its members
+        are those it was given)."""
+        return self._follows
+
+    @property
     def members(self) -> list[Handle]:
         """The members' handles, in order."""
         return list(self._handles)

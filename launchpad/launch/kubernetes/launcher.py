@@ -18,17 +18,25 @@ the program gracefully, within its grace period); `kill()` deletes the pods at o
 
 from __future__ import annotations
 
-import dataclasses
+import base64
 import json
-import os
 import time
 from typing import Any
 
+from launchpad import telemetry
 from launchpad.launch.kubernetes import manifests as kubernetes_manifests
 from launchpad.launch.kubernetes import names
+from launchpad.launch.kubernetes import pod as kubernetes_pod
+from launchpad.launch.kubernetes.api import Api, check_client, message_of
 from launchpad.launch.kubernetes.controller_pod import OUTCOME_PREFIX
 from launchpad.launch.kubernetes.errors import KubernetesError
-from launchpad.launch.kubernetes.names import LAUNCH_LABEL, NAME_ANNOTATION, ROLE_LABEL
+from launchpad.launch.kubernetes.names import (
+    CHANGES_ANNOTATION,
+    LAUNCH_LABEL,
+    NAME_ANNOTATION,
+    ROLE_LABEL,
+)
+from launchpad.launch.kubernetes.relay import RelayedClient
 from launchpad.launch.runtime import errors
 from launchpad.launch.runtime.controllers import RemoteController
 from launchpad.launch.runtime.launcher import (
@@ -41,23 +49,7 @@ from launchpad.launch.runtime.launcher import (
 from launchpad.program import Program
 
 _WATCH_SECS = 60  # a watch is renewed this often (the server ends each one)
-_CREATE = {"Secret": ("core", "create_namespaced_secret"),
-           "ConfigMap": ("core", "create_namespaced_config_map"),
-           "Service": ("core", "create_namespaced_service"),
-           "Job": ("batch", "create_namespaced_job")}
-_DELETE = [("batch", "delete_collection_namespaced_job"),
-           ("core", "delete_collection_namespaced_service"),
-           ("core", "delete_collection_namespaced_config_map"),
-           ("core", "delete_collection_namespaced_secret")]
-
-
-def _client() -> Any:
-    try:
-        import kubernetes
-    except ImportError as e:
-        raise errors.LaunchError("launch_type='kubernetes' needs the official Kubernetes "
-                                 "client: pip install 'launchpad-next[kubernetes]'") from e
-    return kubernetes
+_ACCESS_KINDS = ("ServiceAccount", "Role", "RoleBinding")
 
 
 class KubernetesLauncher(Launcher):
@@ -71,7 +63,7 @@ class KubernetesLauncher(Launcher):
 
     def prepare(self, program: Program, options: LaunchOptions) -> Plan:
         """Refuses a launch that could not start: no client, no settings or no image."""
-        _client()
+        check_client()
         kubernetes_manifests.check_settings(options.settings)
         return Plan(program, options, self.describe(program))
 
@@ -95,38 +87,6 @@ class KubernetesRuns:
         return None if namespace is None else attach(run_id, namespace)
 
 
-@dataclasses.dataclass
-class Api:
-    """The Kubernetes API, through the official client."""
-
-    core: Any  # CoreV1Api
-    batch: Any  # BatchV1Api
-    module: Any  # the `kubernetes` package (its watch and exceptions)
-
-    @classmethod
-    def connect(cls) -> Api:
-        """From the kubeconfig ($KUBECONFIG or ~/.kube/config), else the pod's in-cluster
-        configuration.
-
-        Raises:
-          LaunchError: neither is there (both reasons named).
-        """
-        kubernetes = _client()
-        configuration = kubernetes.client.Configuration()
-        try:  # $KUBECONFIG read now (the client reads it once, when it is imported)
-            kubernetes.config.load_kube_config(config_file=os.environ.get("KUBECONFIG"),
-                                               client_configuration=configuration)
-        except (kubernetes.config.ConfigException, OSError) as e:
-            try:
-                kubernetes.config.load_incluster_config(client_configuration=configuration)
-            except kubernetes.config.ConfigException as e2:
-                raise errors.LaunchError(f"No Kubernetes cluster to launch on: no kubeconfig "
-                                         f"({e}), and this is not a pod ({e2})") from e2
-        api_client = kubernetes.client.ApiClient(configuration)
-        return cls(kubernetes.client.CoreV1Api(api_client),
-                   kubernetes.client.BatchV1Api(api_client), kubernetes)
-
-
 def launch(program: Program, options: LaunchOptions) -> KubernetesController:
     """Creates the program's objects (see the module doc); returns its controller.
 
@@ -140,16 +100,18 @@ def launch(program: Program, options: LaunchOptions) -> KubernetesController:
         resume_partial=options.resume_partial)
     api = Api.connect()
     controller = KubernetesController(api, manifests.namespace, manifests.launch_id,
-                                      program.name)
+                                      program.name, options.settings.allow_changes)
     for obj in manifests.objects:
-        group, method = _CREATE[obj["kind"]]
         try:
-            getattr(getattr(api, group), method)(manifests.namespace, obj)
-        except api.module.client.ApiException as e:
+            api.create(manifests.namespace, obj)
+        except api.refused as e:
             controller.delete_all(grace_period_seconds=0)
+            why = (" (allow_changes=True makes the controller a Role: launching then needs "
+                   "the right to make Roles there)" if obj["kind"] in _ACCESS_KINDS else "")
             raise KubernetesError(f"Kubernetes refused {obj['kind']} "
                                   f"{obj['metadata']['name']} of program {program.name!r} "
-                                  f"(namespace {manifests.namespace}): {_message(e)}") from e
+                                  f"(namespace {manifests.namespace}): {message_of(e)}"
+                                  f"{why}") from e
     return controller
 
 
@@ -168,16 +130,21 @@ def attach(run_id: str, namespace: str = "default") -> KubernetesController:
         names = sorted(job.metadata.labels[LAUNCH_LABEL] for job in known)
         raise errors.LaunchError(f"No launch {run_id!r} in namespace {namespace}; launches "
                                  f"there: {', '.join(names) or 'none'}")
-    program_name = (jobs[0].metadata.annotations or {}).get(NAME_ANNOTATION, run_id)
-    return KubernetesController(api, namespace, run_id, program_name)
+    annotations = jobs[0].metadata.annotations or {}
+    return KubernetesController(api, namespace, run_id,
+                                annotations.get(NAME_ANNOTATION, run_id),
+                                annotations.get(CHANGES_ANNOTATION) == "allowed")
 
 
 class KubernetesController(RemoteController):
     """The controller of a program running in a Kubernetes cluster: `wait()`, `stop()`,
     `kill()`, `stop_and_wait()`, `exit_codes()`, `restarts()` and `with`, as `lp.Controller`;
-    `run_id` is the launch's id (the `launchpad.dev/launch` label of its objects)."""
+    with KubernetesSettings(allow_changes=True) also `scale`, `plan`, `apply` and `status`,
+    asked of the controller through the API (relay.py). `run_id` is the launch's id (the
+    `launchpad.dev/launch` label of its objects)."""
 
-    def __init__(self, api: Api, namespace: str, launch_id: str, program_name: str):
+    def __init__(self, api: Api, namespace: str, launch_id: str, program_name: str,
+                 changes_allowed: bool = False):
         self.run_id = launch_id
         self.namespace = namespace
         self.program_name = program_name
@@ -188,6 +155,7 @@ class KubernetesController(RemoteController):
         self._selector = f"{LAUNCH_LABEL}={launch_id}"
         self._outcome: dict[str, Any] | None = None
         self._deleted = False
+        self._changes_allowed = changes_allowed
 
     def delete_all(self, grace_period_seconds: int | None = None) -> None:
         """Deletes every object of the launch (Foreground: a Job goes once its pods have)."""
@@ -195,10 +163,9 @@ class KubernetesController(RemoteController):
         if grace_period_seconds == 0:  # a Job's pods would get their own grace period
             self._api.core.delete_collection_namespaced_pod(
                 self.namespace, label_selector=self._selector, grace_period_seconds=0)
-        for group, method in _DELETE:
-            getattr(getattr(self._api, group), method)(
-                self.namespace, label_selector=self._selector,
-                propagation_policy="Foreground", grace_period_seconds=grace_period_seconds)
+        self._api.delete_labelled(self.namespace, self._selector,
+                                  access=self._changes_allowed,
+                                  grace_period_seconds=grace_period_seconds)
 
     def stop(self, reason: str = "") -> None:
         """Stops the program: its objects are deleted; each pod gets SIGTERM and stops
@@ -320,16 +287,42 @@ class KubernetesController(RemoteController):
                 (job.status.failed or 0) - (_ended(job) == "Failed")
                 for job in jobs if job.status and job.status.failed}
 
-    def status(self) -> None:
-        """Not from outside the cluster: the controller answers only inside it.
+    def status(self) -> telemetry.ProgramStatus | None:
+        """Every node now, as the controller sees it, asked through the API; None once the
+        program has ended.
 
         Raises:
-          LaunchError: always, saying how to reach it.
+          LaunchError: the launch was made without allow_changes (saying how to look).
         """
-        raise errors.LaunchError(
-            f"The status of Kubernetes launch {self.run_id} cannot be read from outside its "
-            "cluster: its controller answers only on the cluster's network; its pods are "
-            f"`kubectl get pods -n {self.namespace} -l {self._selector}`")
+        try:
+            return self._asked(lambda client: client.status())
+        except errors.ProgramStoppedError:
+            return None
+
+    def controller_client(self) -> RelayedClient:
+        """A client of its controller's protocol, asking through the API (relay.py).
+
+        Raises:
+          LaunchError: the launch was made without allow_changes (its controller cannot
+            read the API).
+          ProgramStoppedError: its controller's Job has ended, or is gone.
+        """
+        if not self._changes_allowed:
+            raise errors.LaunchError(
+                f"Kubernetes launch {self.run_id} was made without lp.KubernetesSettings("
+                "allow_changes=True): its controller, which answers only on the cluster's "
+                "network, may not read questions from the API, nor change the program; its "
+                f"pods are `kubectl get pods -n {self.namespace} -l {self._selector}`")
+        listed = self._api.batch.list_namespaced_job(
+            self.namespace, field_selector=f"metadata.name={self._job}").items
+        if not listed or _ended(listed[0]):
+            raise errors.ProgramStoppedError(
+                f"Program {self.program_name!r} (launch {self.run_id}) has no controller to "
+                "ask: it is not running")
+        secret = self._api.core.read_namespaced_secret(names.object_name(self.run_id, ""),
+                                                       self.namespace)
+        token = base64.b64decode(secret.data[kubernetes_pod.TOKEN_KEY]).decode()
+        return RelayedClient(self._api, self.namespace, self.run_id, token)
 
 
 def _ended(job: Any) -> str:
@@ -338,11 +331,3 @@ def _ended(job: Any) -> str:
         if condition.type in ("Complete", "Failed") and condition.status == "True":
             return condition.type
     return ""
-
-
-def _message(error: Any) -> str:
-    """The API's own message of an ApiException (its Status body), else its reason."""
-    try:
-        return json.loads(error.body)["message"]
-    except (TypeError, ValueError, KeyError):
-        return f"{error.status} {error.reason}"

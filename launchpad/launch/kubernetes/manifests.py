@@ -7,6 +7,10 @@ For launch id L (the program's name and a random suffix), every object labelled
     Secret     lp-L              token (+ TLS ca/cert/key)      -> /var/run/launchpad/secret
     ConfigMap  lp-L              binaryData: each node's sealed spec and the controller's
                                  (no secret in them)            -> /var/run/launchpad/specs
+    ServiceAccount, Role, RoleBinding  lp-L-controller   only with
+                                 KubernetesSettings(allow_changes=True): the controller may
+                                 make and delete the launch's Jobs, Services and ConfigMaps
+                                 (objects.py's rules), in its namespace only
     Service    lp-L-controller   headless, the controller's port: nodes dial
                                  lp-L-controller.<namespace>.svc:<port>
     Job        lp-L-controller   python -m launchpad.launch --kubernetes-controller SPEC
@@ -18,14 +22,14 @@ Containers get only the path of the secret (`LAUNCHPAD_SECRET_DIR`), never the s
 spec is sealed with the token (pod.py) and carries an empty token and no TLS; the node
 reads both from the mounted Secret (`pod.read_node_spec`). Resources come from
 `lp.Resources` (requests; limits for memory, GPUs and extra resources, none for CPU, which
-would throttle); groups without an entry request nothing, as services do under Ray.
+would throttle); groups without an entry request nothing, as services do under Ray. The
+objects' shapes are objects.py's, which the controller's pod also uses for the nodes it
+starts while the program runs (running_nodes.py).
 """
 
 from __future__ import annotations
 
-import base64
 import dataclasses
-import math
 import pickle
 import re
 import secrets
@@ -34,24 +38,20 @@ from typing import Any
 
 import cloudpickle
 
-from launchpad.context import LaunchType
 from launchpad.courier import TLS
-from launchpad.launch.kubernetes import names, states
+from launchpad.launch.kubernetes import names, objects, states
 from launchpad.launch.kubernetes import pod as kubernetes_pod
+from launchpad.launch.kubernetes.objects import SPECS_MOUNT, ObjectBuilder
 from launchpad.launch.kubernetes.settings import KubernetesSettings
-from launchpad.launch.runtime import ending, spec
+from launchpad.launch.runtime import ending
 from launchpad.launch.runtime import resources as resources_lib
 from launchpad.launch.runtime.resources import Resources
 from launchpad.program import Program
 
-SECRET_MOUNT = "/var/run/launchpad/secret"
-SPECS_MOUNT = "/var/run/launchpad/specs"
 CONTROLLER_SPEC = "controller.spec"
-STOP_SIGNALS = {"SIGTERM": "Kubernetes is deleting the pod"}
 _CONFIG_MAP_LIMIT = 1_000_000  # bytes of binaryData (the API refuses objects over 1 MiB)
 _RESOURCE_NAME = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*"
                             r"[A-Za-z0-9])?$")
-_SPARE_SECS = 5  # terminationGracePeriodSeconds beyond what the stop itself takes
 
 
 @dataclasses.dataclass
@@ -67,6 +67,9 @@ class LaunchSpec:
     launch_id: str
     resume: str | None  # the launch whose states the stateful nodes start from
     resume_partial: bool
+    # What the nodes it starts while the program runs are made with (running_nodes.py).
+    settings: KubernetesSettings
+    resources: dict[str, Resources]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,18 +81,6 @@ class Manifests:
     program_name: str
     controller_job: str
     objects: list[dict[str, Any]]
-
-
-@dataclasses.dataclass(frozen=True)
-class _SpecContext:
-    """What `spec.make_spec` reads of a program's context: no token and no TLS, by design."""
-
-    program_name: str
-    controller_address: str
-    token: str = ""
-    tls: TLS | None = None
-    launch_type: str = LaunchType.KUBERNETES.value
-    one_host: bool = False  # (pods run on the cluster's hosts)
 
 
 def kubernetes_manifests(program: Program, resources: Mapping[str, Resources] | None = None,
@@ -161,169 +152,39 @@ def build(program: Program, resources: Mapping[str, Resources] | None,
                              "Kubernetes resource names (e.g. 'example.com/fpga')")
     keeps_state = states.check(program, settings, resume)
     launch_id = names.new_launch_id(program.name)
-    builder = _Builder(program, settings, launch_id, termination_notice_secs)
+    builder = ObjectBuilder(program.name, settings, launch_id)
     token = secrets.token_hex(16)
-    controller = names.controller_name(launch_id)
-    host = f"{controller}.{settings.namespace}.svc"
-    context = _SpecContext(program.name, f"{host}:{settings.controller_port}")
+    controller = builder.controller_name
     specs, services, jobs = {}, [builder.service(controller, "controller")], []
     for node in program.get_all_nodes():
-        name = names.object_name(launch_id, f"{names.dns_label(node.label)}-{node.index}")
-        state = states.node_spec(program, node.label, launch_id, resume)
-        node_spec = spec.make_spec(
-            node, context, node.label, node.index,
+        made = objects.node_objects(
+            builder, program, node, token, needs.get(node.label),
             termination_notice_secs=termination_notice_secs,
-            heartbeat_secs=spec.CLUSTER_HEARTBEAT_SECS,
-            liveness_timeout_secs=liveness_timeout_secs, bind_host="0.0.0.0",
-            stop_signals=STOP_SIGNALS, state=state)
-        node_spec = dataclasses.replace(node_spec, sys_path=[], argv=[program.name],
-                                        controller_wait_secs=settings.startup_timeout_secs)
-        specs[f"{name}.spec"] = kubernetes_pod.seal(spec.encode(node_spec), token)
-        policy = program.restart_policies.get(node.label)
-        services.append(builder.service(name, "node"))
-        jobs.append(builder.job(
-            name, "node", node.name, ["--pod-spec", f"{SPECS_MOUNT}/{name}.spec"],
-            needs.get(node.label), backoff_limit=policy.max_restarts if policy else 0,
-            grace=termination_notice_secs, keeps_state=state is not None))
+            liveness_timeout_secs=liveness_timeout_secs, resume=resume)
+        specs[made.spec_key] = made.spec
+        services.append(made.service)
+        jobs.append(made.job)
     specs[CONTROLLER_SPEC] = kubernetes_pod.seal(pickle.dumps(LaunchSpec(
         _pickled(program), termination_notice_secs, liveness_timeout_secs,
-        settings.startup_timeout_secs, settings.controller_port, host, launch_id, resume,
-        resume_partial)), token)
+        settings.startup_timeout_secs, settings.controller_port,
+        f"{controller}.{settings.namespace}.svc", launch_id, resume, resume_partial,
+        settings, needs)), token)
     _check_size(program.name, specs)
+    access = builder.controller_access() if settings.allow_changes else []
     controller_job = builder.job(
         controller, "controller", program.name,
         ["--kubernetes-controller", f"{SPECS_MOUNT}/{CONTROLLER_SPEC}"],
         settings.controller_resources, backoff_limit=0,
         grace=termination_notice_secs + ending.KILL_AFTER_TERMINATE_SECS,
-        port=settings.controller_port, keeps_state=keeps_state)
-    objects = [builder.secret(_secret_data(token, tls)), builder.config_map(specs),
-               *services, controller_job, *jobs]
-    return Manifests(launch_id, settings.namespace, program.name, controller, objects)
-
-
-class _Builder:
-    """Makes the objects of one launch (their metadata, pods and volumes alike)."""
-
-    def __init__(self, program: Program, settings: KubernetesSettings, launch_id: str,
-                 termination_notice_secs: float):
-        self._settings = settings
-        self._launch_id = launch_id
-        self._selector = {names.LAUNCH_LABEL: launch_id}
-        self._labels = {**settings.labels, names.PROGRAM_LABEL: names.label_value(program.name),
-                        names.LAUNCH_LABEL: launch_id}
-        self._config = names.object_name(launch_id, "")
-        self._grace = termination_notice_secs
-
-    def _metadata(self, name: str, role: str | None = None, node: str = "",
-                  own_name: str = "") -> dict[str, Any]:
-        labels = dict(self._labels)
-        if role:
-            labels[names.ROLE_LABEL] = role
-        if node:
-            labels[names.NODE_LABEL] = node
-        annotations = dict(self._settings.annotations)
-        if own_name:
-            annotations[names.NAME_ANNOTATION] = own_name
-        metadata = {"name": name, "namespace": self._settings.namespace, "labels": labels}
-        return {**metadata, "annotations": annotations} if annotations else metadata
-
-    def secret(self, data: dict[str, bytes]) -> dict[str, Any]:
-        return {"apiVersion": "v1", "kind": "Secret", "metadata": self._metadata(self._config),
-                "type": "Opaque", "immutable": True, "data": _base64(data)}
-
-    def config_map(self, specs: dict[str, bytes]) -> dict[str, Any]:
-        return {"apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": self._metadata(self._config), "immutable": True,
-                "binaryData": _base64(specs)}
-
-    def service(self, name: str, role: str) -> dict[str, Any]:
-        """A headless Service naming the pod of Job `name` (its DNS name resolves to the pod's
-        address as soon as the pod has one: publishNotReadyAddresses)."""
-        service_spec: dict[str, Any] = {
-            "clusterIP": "None", "publishNotReadyAddresses": True,
-            "selector": {**self._selector, names.NODE_LABEL: name}}
-        if role == "controller":
-            port = self._settings.controller_port
-            service_spec["ports"] = [{"name": "control", "port": port, "targetPort": port,
-                                      "protocol": "TCP"}]
-        return {"apiVersion": "v1", "kind": "Service", "metadata": self._metadata(name, role),
-                "spec": service_spec}
-
-    def job(self, name: str, role: str, own_name: str, arguments: list[str],
-            needs: Resources | None, *, backoff_limit: int, grace: float,
-            port: int | None = None, keeps_state: bool = False) -> dict[str, Any]:
-        """A Job of one pod running `python -m launchpad.launch ARGUMENTS` (which mounts the
-        state volume, if `keeps_state`)."""
-        settings = self._settings
-        spec_file = arguments[-1].rsplit("/", 1)[1]
-        container: dict[str, Any] = {
-            "name": role, "image": settings.image,
-            "command": [settings.python, "-m", "launchpad.launch", *arguments],
-            "env": [{"name": kubernetes_pod.SECRET_DIR_ENV, "value": SECRET_MOUNT},
-                    {"name": "PYTHONUNBUFFERED", "value": "1"},
-                    *({"name": k, "value": v} for k, v in settings.env.items())],
-            "volumeMounts": [
-                {"name": "launchpad-secret", "mountPath": SECRET_MOUNT, "readOnly": True},
-                {"name": "launchpad-specs", "mountPath": SPECS_MOUNT, "readOnly": True}]}
-        if settings.image_pull_policy:
-            container["imagePullPolicy"] = settings.image_pull_policy
-        if needs is not None:
-            container["resources"] = _resources(needs)
-        if port is not None:
-            container["ports"] = [{"name": "control", "containerPort": port,
-                                   "protocol": "TCP"}]
-        pod: dict[str, Any] = {
-            "restartPolicy": "Never",
-            "terminationGracePeriodSeconds": math.ceil(grace) + _SPARE_SECS,
-            "enableServiceLinks": False, "containers": [container],
-            "volumes": [
-                {"name": "launchpad-secret",
-                 "secret": {"secretName": self._config, "defaultMode": 0o400}},
-                {"name": "launchpad-specs",
-                 "configMap": {"name": self._config, "defaultMode": 0o400,
-                               "items": [{"key": spec_file, "path": spec_file}]}}]}
-        if keeps_state:
-            container["volumeMounts"].append({"name": "launchpad-state",
-                                              "mountPath": states.STATE_MOUNT})
-            pod["volumes"].append({"name": "launchpad-state", "persistentVolumeClaim": {
-                "claimName": settings.state_volume}})
-        if settings.service_account:
-            pod["serviceAccountName"] = settings.service_account
-        else:
-            pod["automountServiceAccountToken"] = False  # nothing of launchpad's needs it
-        if settings.image_pull_secrets:
-            pod["imagePullSecrets"] = [{"name": s} for s in settings.image_pull_secrets]
-        if settings.node_selector:
-            pod["nodeSelector"] = dict(settings.node_selector)
-        if settings.tolerations:
-            pod["tolerations"] = [dict(t) for t in settings.tolerations]
-        pod_metadata = self._metadata(name, role, name, own_name)
-        template = {"metadata": {"labels": pod_metadata["labels"],
-                                 "annotations": pod_metadata["annotations"]}, "spec": pod}
-        return {"apiVersion": "batch/v1", "kind": "Job",
-                "metadata": self._metadata(name, role, name, own_name),
-                "spec": {"backoffLimit": backoff_limit, "template": template}}
-
-
-def _resources(needs: Resources) -> dict[str, Any]:
-    requests = {"cpu": str(needs.cpus)}
-    limits: dict[str, str] = {}
-    if needs.memory_mb is not None:
-        requests["memory"] = limits["memory"] = f"{needs.memory_mb}Mi"
-    if needs.gpus:
-        requests["nvidia.com/gpu"] = limits["nvidia.com/gpu"] = str(needs.gpus)
-    for key, value in needs.extra.items():
-        requests[str(key)] = limits[str(key)] = str(value)
-    return {"requests": requests, **({"limits": limits} if limits else {})}
-
-
-def _secret_data(token: str, tls: TLS | None) -> dict[str, bytes]:
-    data = {kubernetes_pod.TOKEN_KEY: token.encode()}
-    if tls is not None:
-        keys = kubernetes_pod.TLS_KEYS
-        data |= {keys["ca"]: tls.ca, keys["cert"]: tls.cert, keys["key"]: tls.key,
-                 kubernetes_pod.SERVER_NAME_KEY: tls.server_name.encode()}
-    return data
+        port=settings.controller_port, keeps_state=keeps_state,
+        service_account=controller if access else None)
+    if access:  # what the launching side asks before it asks the controller anything
+        controller_job["metadata"].setdefault("annotations", {})[
+            names.CHANGES_ANNOTATION] = "allowed"
+    made_objects = [builder.secret(objects.secret_data(token, tls)),
+                    builder.config_map(specs), *access, *services, controller_job, *jobs]
+    return Manifests(launch_id, settings.namespace, program.name, controller,
+                     made_objects)
 
 
 def _pickled(program: Program) -> bytes:
@@ -342,7 +203,3 @@ def _check_size(program_name: str, specs: dict[str, bytes]) -> None:
             f"The node specs of program {program_name!r} take {total} bytes, more than a "
             f"ConfigMap holds (1 MiB); the largest is {largest} ({len(specs[largest])} bytes): "
             "pass large data to nodes as files or through a node, not as arguments")
-
-
-def _base64(data: dict[str, bytes]) -> dict[str, str]:
-    return {key: base64.b64encode(value).decode() for key, value in data.items()}

@@ -12,9 +12,11 @@ import secrets
 
 PROGRAM_LABEL = "launchpad.dev/program"
 LAUNCH_LABEL = "launchpad.dev/launch"
-ROLE_LABEL = "launchpad.dev/role"  # "controller" or "node"
+ROLE_LABEL = "launchpad.dev/role"  # "controller", "node", "specs", "question", "answer"
 NODE_LABEL = "launchpad.dev/node"  # a node's object name: what its Service selects
 NAME_ANNOTATION = "launchpad.dev/name"  # the program's or node's own name, unchanged
+# On the controller's Job of a launch whose program may change while it runs (relay.py).
+CHANGES_ANNOTATION = "launchpad.dev/changes"
 
 
 def controller_name(launch_id: str) -> str:

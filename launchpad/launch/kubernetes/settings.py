@@ -44,6 +44,11 @@ class KubernetesSettings:
       state_volume: a PersistentVolumeClaim the pods of groups that keep state
         (lp.StatePolicy) mount, read-write, for their states: a re-run pod starts from its
         latest. Needed when a group keeps state.
+      allow_changes: whether the program may be changed while it runs (`controller.scale`,
+        `plan`, `apply`, and `status` from outside the cluster): the launch then gives its
+        controller's pod a ServiceAccount whose Role lets it make and delete the launch's
+        Jobs, Services and ConfigMaps in `namespace` (so launching needs the right to make
+        Roles there). Off by default: no pod of the launch can reach the API.
     """
 
     image: str | None = None
@@ -61,6 +66,7 @@ class KubernetesSettings:
     startup_timeout_secs: float = 600.0
     controller_resources: Resources = dataclasses.field(default_factory=Resources)
     state_volume: str | None = None
+    allow_changes: bool = False
 
     def __post_init__(self):
         if self.image is not None and (not isinstance(self.image, str) or not self.image):
@@ -105,6 +111,9 @@ class KubernetesSettings:
                 isinstance(self.state_volume, str) and _DNS_LABEL.match(self.state_volume)):
             raise ValueError(f"KubernetesSettings.state_volume must name a "
                              f"PersistentVolumeClaim, got {self.state_volume!r}")
+        if not isinstance(self.allow_changes, bool):
+            raise TypeError(f"KubernetesSettings.allow_changes must be True or False, got "
+                            f"{self.allow_changes!r}")
         if not isinstance(self.python, str) or not self.python:
             raise ValueError(f"KubernetesSettings.python must be a command, got "
                              f"{self.python!r}")

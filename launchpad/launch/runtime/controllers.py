@@ -169,24 +169,35 @@ class RemoteController(abc.ABC):
         shipped = serialization.pickle_program_change(program)
         return self._asked(lambda client: client.change(*shipped, apply=True, only=only))
 
+    def controller_client(self) -> Any:
+        """A client of its controller's protocol (a control.ControllerClient, or what asks as
+        one: `scale`, `change`, `status`), for questions of its own; close it after.
+
+        Raises:
+          ProgramStoppedError: its controller cannot be reached (not started yet, or ended).
+        """
+        where = self._controller_at()
+        if where is None:
+            raise self._gone()
+        return control.ControllerClient(*where)
+
     def _asked(self, question: Callable[[control.ControllerClient], _Answer]) -> _Answer:
         """`question(client)` of its controller, which must be reachable.
 
         Raises:
           ProgramStoppedError: it cannot be reached (not started yet, or ended).
         """
-        gone = ProgramStoppedError(f"Program {self.program_name!r} (run {self.run_id}) has "
-                                   "no controller to reach: it is not running")
-        where = self._controller_at()
-        if where is None:
-            raise gone
-        client = control.ControllerClient(*where)
+        client = self.controller_client()
         try:
             return question(client)
         except courier.ServerUnavailableError:
-            raise gone from None
+            raise self._gone() from None
         finally:
             client.close()
+
+    def _gone(self) -> ProgramStoppedError:
+        return ProgramStoppedError(f"Program {self.program_name!r} (run {self.run_id}) has "
+                                   "no controller to reach: it is not running")
 
     def _controller_at(self) -> tuple[str, str, TLS | None] | None:
         """Where its controller listens: (address, token, TLS); None while it is not known

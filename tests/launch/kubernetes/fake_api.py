@@ -1,15 +1,18 @@
-"""An in-memory Kubernetes API server of ours, over real HTTP, for the official client to talk to.
+"""An in-memory Kubernetes API server of ours, over real HTTP(S), for the official client to
+talk to.
 
 Why not kmock's emulator: it ignores label and field selectors and has no delete-collection,
 which are what a launch's teardown and its controller's watch are made of. This one serves the
-few resources a launch uses (secrets, configmaps, services, pods and their logs under
-/api/v1; jobs under /apis/batch/v1) with what the client relies on: create (409 if it
-exists), get, list and delete-collection by `labelSelector` (equality terms) and
+few resources a launch uses (secrets, configmaps, services, serviceaccounts, pods and their
+logs under /api/v1; jobs under /apis/batch/v1; roles and rolebindings under
+/apis/rbac.authorization.k8s.io/v1) with what the client relies on: create (409 if it
+exists), get, delete, list and delete-collection by `labelSelector` (equality terms) and
 `fieldSelector` (metadata.name), watches from a `resourceVersion` (ADDED, MODIFIED, DELETED,
 ending after `timeoutSeconds`), Status bodies for errors, and the garbage collector's one job
-here: a Job deleted without orphaning takes its pods. Every request is recorded. The test
-plays the cluster's controllers: it adds pods and sets a Job's status (`add_pod`,
-`set_status`), which watchers see as events.
+here: a Job deleted without orphaning takes its pods. A ServiceAccount's token may do only
+what its Roles allow (fake_access.py). Every request is recorded. The test plays the
+cluster's controllers: it adds pods and sets a Job's status (`add_pod`, `set_status`), which
+watchers see as events, or lets kubelet.py do it, which hears every change (`listeners`).
 """
 
 from __future__ import annotations
@@ -19,15 +22,20 @@ import datetime
 import http.server
 import json
 import re
+import ssl
 import threading
 import urllib.parse
 import uuid
+from collections.abc import Callable
 from typing import Any
 
-_PATH = re.compile(r"^/(?:api/v1|apis/batch/v1)/namespaces/([^/]+)/([a-z]+)"
-                   r"(?:/([^/]+)(?:/(log))?)?$")
+from tests.launch.kubernetes.fake_access import Access, Certificate, verb_of
+
+_PATH = re.compile(r"^/(?:api/v1|apis/(batch|rbac\.authorization\.k8s\.io)/v1)/namespaces/"
+                   r"([^/]+)/([a-z]+)(?:/([^/]+)(?:/(log))?)?$")
 _KINDS = {"secrets": "Secret", "configmaps": "ConfigMap", "services": "Service",
-          "pods": "Pod", "jobs": "Job"}
+          "serviceaccounts": "ServiceAccount", "pods": "Pod", "jobs": "Job", "roles": "Role",
+          "rolebindings": "RoleBinding"}
 
 
 @dataclasses.dataclass
@@ -39,9 +47,10 @@ class Request:
 
 
 class FakeKubernetesApi:
-    """See the module doc. Use as a context manager; `url` is where it listens."""
+    """See the module doc. Use as a context manager; `url` is where it listens: on `host`,
+    over HTTPS (a certificate for `host`, its CA `ca_pem`) if `https`."""
 
-    def __init__(self) -> None:
+    def __init__(self, host: str = "127.0.0.1", https: bool = False) -> None:
         self.objects: dict[tuple[str, str, str], dict[str, Any]] = {}
         self.logs: dict[tuple[str, str], str] = {}
         self.requests: list[Request] = []
@@ -54,10 +63,20 @@ class FakeKubernetesApi:
         # start from was compacted away (a client must list again); and how many did.
         self.gone_watches = 0
         self.gone_answered = 0
-        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self.access = Access()
+        # Called with (event type, plural, object) at every change, under the store's lock.
+        self.listeners: list[Callable[[str, str, dict[str, Any]], None]] = []
+        self._server = http.server.ThreadingHTTPServer((host, 0), _handler(self))
         self._server.daemon_threads = False  # server_close() joins every request's thread
         self._closed = False
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self.ca_pem = b""
+        if https:
+            certificate = Certificate(host)
+            self.ca_pem = certificate.ca_pem
+            self._server.socket = certificate.context().wrap_socket(
+                self._server.socket, server_side=True, do_handshake_on_connect=False)
+        self.port = self._server.server_address[1]
+        self.url = f"{'https' if https else 'http'}://{host}:{self.port}"
 
     def __enter__(self) -> FakeKubernetesApi:
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True,
@@ -107,7 +126,10 @@ class FakeKubernetesApi:
     def _record(self, kind: str, plural: str, obj: dict[str, Any]) -> None:
         self._version += 1
         obj["metadata"]["resourceVersion"] = str(self._version)
-        self._events.append((self._version, kind, plural, json.loads(json.dumps(obj))))
+        copy = json.loads(json.dumps(obj))
+        self._events.append((self._version, kind, plural, copy))
+        for listener in self.listeners:
+            listener(kind, plural, copy)
         self._changed.notify_all()
 
     def _create(self, plural: str, namespace: str, obj: dict[str, Any]) -> tuple[int, Any]:
@@ -139,12 +161,25 @@ class FakeKubernetesApi:
                 if p == plural and ns == namespace and _selected(obj, query)]
 
     def handle(self, method: str, path: str, query: dict[str, str], body: Any,
-               respond, stream) -> None:
+               respond, stream, authorization: str = "") -> None:
         self.requests.append(Request(method, path, query, body))
         found = _PATH.match(path)
-        if not found or found.group(2) not in _KINDS:
+        if not found or found.group(3) not in _KINDS:
             return respond(404, _status(404, "NotFound", f"no such path {path}"))
-        namespace, plural, name, log = found.groups()
+        group, namespace, plural, name, log = found.groups()
+        with self._changed:
+            refusal = self.access.refusal(authorization, self.objects, group or "", plural,
+                                          namespace, verb_of(method, bool(name), query))
+        if refusal:
+            return respond(403, _status(403, "Forbidden", refusal))
+        if method == "DELETE" and name:
+            with self._changed:
+                obj = self.objects.get((plural, namespace, name))
+                if obj is not None:
+                    self._delete(plural, namespace, name, query.get("propagationPolicy") or (
+                        body or {}).get("propagationPolicy", "Background"))
+            return respond(200, obj) if obj else respond(
+                404, _status(404, "NotFound", f'{plural} "{name}" not found'))
         if method == "POST" and not name:
             return respond(*self._create(plural, namespace, body))
         if method == "GET" and log:
@@ -239,12 +274,18 @@ def _handler(api: FakeKubernetesApi) -> type[http.server.BaseHTTPRequestHandler]
         def log_message(self, *args: Any) -> None:  # quiet
             pass
 
+        def setup(self) -> None:
+            if isinstance(self.request, ssl.SSLSocket):  # on this request's thread
+                self.request.do_handshake()
+            super().setup()
+
         def _serve(self) -> None:
             url = urllib.parse.urlsplit(self.path)
             query = {k: v[0] for k, v in urllib.parse.parse_qs(url.query).items()}
             length = int(self.headers.get("Content-Length") or 0)
             body = json.loads(self.rfile.read(length)) if length else None
-            api.handle(self.command, url.path, query, body, self._respond, self._stream)
+            api.handle(self.command, url.path, query, body, self._respond, self._stream,
+                       self.headers.get("Authorization", ""))
 
         do_GET = do_POST = do_DELETE = _serve
 
@@ -272,7 +313,7 @@ def _handler(api: FakeKubernetesApi) -> type[http.server.BaseHTTPRequestHandler]
                     self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
                     self.wfile.flush()
                 self.wfile.write(b"0\r\n\r\n")
-            except (BrokenPipeError, ConnectionResetError):
+            except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
                 events.close()  # the client has what it watched for, and went
 
     return Handler

@@ -59,11 +59,25 @@ class JobRun:
     host: Host
     runs: list[PodRun] = dataclasses.field(default_factory=list)
     pids: list[int] = dataclasses.field(default_factory=list)
+    processes: list[subprocess.Popen] = dataclasses.field(default_factory=list)
     log_paths: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def log(self) -> str:
         return "".join(run.log for run in self.runs)
+
+
+def wait_for_log(job: JobRun, text: str, timeout: float) -> bool:
+    """Waits until the current pod of `job` has printed `text`; False after `timeout` s.
+    (A file being written sends no event: it is read again every 50 ms until then.)"""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if job.log_paths:
+            with open(job.log_paths[-1]) as f:
+                if text in f.read():
+                    return True
+        time.sleep(0.05)
+    return False
 
 
 def objects_of(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
@@ -104,19 +118,14 @@ class LocalCluster:
 
     def __exit__(self, *exc: object) -> None:
         self._network.stop()  # ends whatever still runs in the pods' namespaces
-        for parent in self._made_parents:
-            with contextlib.suppress(OSError):
-                os.rmdir(parent)
+        remove_mount_parents(self._made_parents)
 
     def _make_mount_parents(self) -> None:
-        """Each pod mounts a tmpfs over the folder above its mountPaths, which must exist
+        """Each pod mounts a tmpfs over the folders above its mountPaths, which must exist
         (made empty here if missing, and removed again at the end)."""
         for job in self._jobs:
             (container,) = job["spec"]["template"]["spec"]["containers"]
-            parent = os.path.commonpath([m["mountPath"] for m in container["volumeMounts"]])
-            if not os.path.isdir(parent):
-                os.makedirs(parent)
-                self._made_parents.append(parent)
+            self._made_parents += make_mount_parents(container["volumeMounts"])
 
     def release(self, job_name: str) -> None:
         """Starts the pods of a held Job (its Services' names resolve from now on)."""
@@ -181,18 +190,6 @@ class LocalCluster:
         """Sends `sig` to the current pod of `job` (as Kubernetes does, deleting it)."""
         os.kill(job.pids[-1], sig)
 
-    def wait_for_log(self, job: JobRun, text: str, timeout: float) -> bool:
-        """Waits until the current pod of `job` has printed `text`; False after `timeout` s.
-        (A file being written sends no event: it is read again every 50 ms until then.)"""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if job.log_paths:
-                with open(job.log_paths[-1]) as f:
-                    if text in f.read():
-                        return True
-            time.sleep(0.05)
-        return False
-
     def logs(self) -> str:
         return "\n".join(f"--- {name}:\n{job.log}" for name, job in self.jobs.items())
 
@@ -210,58 +207,109 @@ class LocalCluster:
     def _run_pod(self, job: dict[str, Any], record: JobRun, attempt: int,
                  deadline: float) -> PodRun:
         pod = job["spec"]["template"]["spec"]
-        (container,) = pod["containers"]
         pod_dir = os.path.join(self._folder, f"{record.name}-{attempt}")
         volumes = {v["name"]: self._make_volume(v, os.path.join(pod_dir, v["name"]))
                    for v in pod["volumes"]}
-        mounts = [(volumes[m["name"]], m["mountPath"], m.get("readOnly", False))
-                  for m in container["volumeMounts"]]
-        parent = os.path.commonpath([path for _, path, _ in mounts])
-        script = [f"mount -t tmpfs tmpfs {shlex.quote(parent)}"]
-        for source, path, read_only in mounts:
-            script += [f"mkdir -p {shlex.quote(path)}",
-                       f"mount --bind {shlex.quote(source)} {shlex.quote(path)}"]
-            if read_only:
-                script.append(f"mount -o remount,bind,ro {shlex.quote(path)}")
-        argv = self._network.exec_argv(record.host, [
-            "unshare", "--mount", "sh", "-ec", " && ".join(script) + ' && exec "$@"', "pod",
-            *container["command"], *container.get("args", [])])
-        env = {**{e["name"]: e["value"] for e in container["env"]}, **_IMAGE_ENV}
-        log_path = os.path.join(pod_dir, "log")
-        with open(log_path, "w+") as log:
-            record.log_paths.append(log_path)
-            process = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                       stdin=subprocess.DEVNULL, cwd="/")
-            record.pids.append(process.pid)
-            try:
-                returncode = process.wait(max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                process.kill()
-                returncode = process.wait()
-            log.seek(0)
-            return PodRun(returncode, log.read())
+        return run_pod(self._network, record, pod, volumes, pod_dir, deadline)
 
     def _make_volume(self, volume: dict[str, Any], folder: str) -> str:
-        """The files of a pod's Secret or ConfigMap volume, or a claim's folder (the same
-        for every pod); the folder to mount."""
-        if "persistentVolumeClaim" in volume:
-            claim = os.path.join(self._folder, "claims",
-                                 volume["persistentVolumeClaim"]["claimName"])
-            os.makedirs(claim, mode=0o700, exist_ok=True)
-            return claim
-        if "secret" in volume:
-            source = volume["secret"]
-            (obj,) = [s for s in objects_of(self._objects, "Secret")
-                      if s["metadata"]["name"] == source["secretName"]]
-            data = {k: base64.b64decode(v) for k, v in obj["data"].items()}
-        else:
-            source = volume["configMap"]
-            (obj,) = [c for c in objects_of(self._objects, "ConfigMap")
-                      if c["metadata"]["name"] == source["name"]]
-            data = {k: base64.b64decode(v) for k, v in obj["binaryData"].items()}
-        items = source.get("items") or [{"key": k, "path": k} for k in data]
-        return make_volume(folder, {i["path"]: data[i["key"]] for i in items},
-                           source["defaultMode"])
+        return make_pod_volume(volume, folder, self._objects, self._folder)
+
+
+def run_pod(network: HostNetwork, record: JobRun, pod: dict[str, Any],
+            volumes: dict[str, str], pod_dir: str, deadline: float,
+            env: dict[str, str] | None = None,
+            mounts: tuple[tuple[str, str, bool], ...] = ()) -> PodRun:
+    """Runs `pod` (a Job's template's spec) on `record.host` until it ends or `deadline`:
+    its container's command with its env (and `env`), its volumes (name -> the folder made
+    for it) at their mountPaths, and `mounts` (folder, path, read-only) besides; the pid
+    and the log are kept in `record`."""
+    (container,) = pod["containers"]
+    mounted = [(volumes[m["name"]], m["mountPath"], m.get("readOnly", False))
+               for m in container["volumeMounts"]] + list(mounts)
+    script = [f"mount -t tmpfs tmpfs {shlex.quote(parent)}"
+              for parent in _mount_parents([path for _, path, _ in mounted])]
+    for source, path, read_only in mounted:
+        script += [f"mkdir -p {shlex.quote(path)}",
+                   f"mount --bind {shlex.quote(source)} {shlex.quote(path)}"]
+        if read_only:
+            script.append(f"mount -o remount,bind,ro {shlex.quote(path)}")
+    argv = network.exec_argv(record.host, [
+        "unshare", "--mount", "sh", "-ec", " && ".join(script) + ' && exec "$@"', "pod",
+        *container["command"], *container.get("args", [])])
+    env = {**{e["name"]: e["value"] for e in container["env"]}, **(env or {}), **_IMAGE_ENV}
+    log_path = os.path.join(pod_dir, "log")
+    os.makedirs(pod_dir, exist_ok=True)
+    with open(log_path, "w+") as log:
+        record.log_paths.append(log_path)
+        process = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL, cwd="/")
+        record.pids.append(process.pid)
+        record.processes.append(process)
+        try:
+            returncode = process.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            process.kill()
+            returncode = process.wait()
+        log.seek(0)
+        return PodRun(returncode, log.read())
+
+
+def make_pod_volume(volume: dict[str, Any], folder: str, objects: list[dict[str, Any]],
+                    claims_folder: str) -> str:
+    """The files of a pod's Secret or ConfigMap volume (from `objects`), or a claim's folder
+    (under `claims_folder`, the same for every pod); the folder to mount."""
+    if "persistentVolumeClaim" in volume:
+        claim = os.path.join(claims_folder, "claims",
+                             volume["persistentVolumeClaim"]["claimName"])
+        os.makedirs(claim, mode=0o700, exist_ok=True)
+        return claim
+    if "secret" in volume:
+        source = volume["secret"]
+        (obj,) = [s for s in objects_of(objects, "Secret")
+                  if s["metadata"]["name"] == source["secretName"]]
+        data = {k: base64.b64decode(v) for k, v in obj["data"].items()}
+    else:
+        source = volume["configMap"]
+        (obj,) = [c for c in objects_of(objects, "ConfigMap")
+                  if c["metadata"]["name"] == source["name"]]
+        data = {k: base64.b64decode(v) for k, v in obj["binaryData"].items()}
+    items = source.get("items") or [{"key": k, "path": k} for k in data]
+    return make_volume(folder, {i["path"]: data[i["key"]] for i in items},
+                       source["defaultMode"])
+
+
+def _mount_parents(paths: list[str]) -> list[str]:
+    """The folders a pod mounts a tmpfs over, to make `paths` in: each path's parent, but
+    for those inside another's."""
+    parents: list[str] = []
+    for parent in sorted({os.path.dirname(path) for path in paths}, key=len):
+        if not any(parent == p or parent.startswith(p + "/") for p in parents):
+            parents.append(parent)
+    return parents
+
+
+def make_mount_parents(volume_mounts: list[dict[str, Any]],
+                       extra: tuple[str, ...] = ()) -> list[str]:
+    """Makes the folders a pod's tmpfs mounts need on this machine, where missing; returns
+    those it made, deepest first (for remove_mount_parents)."""
+    made: list[str] = []
+    for parent in _mount_parents([m["mountPath"] for m in volume_mounts] + list(extra)):
+        missing = []
+        folder = parent
+        while not os.path.isdir(folder):
+            missing.append(folder)
+            folder = os.path.dirname(folder)
+        os.makedirs(parent, exist_ok=True)
+        made += missing
+    return made
+
+
+def remove_mount_parents(made: list[str]) -> None:
+    """Removes the folders make_mount_parents made, if they are empty."""
+    for folder in made:
+        with contextlib.suppress(OSError):
+            os.rmdir(folder)
 
 
 def make_volume(folder: str, files: dict[str, bytes], mode: int) -> str:

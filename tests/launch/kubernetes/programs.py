@@ -8,6 +8,7 @@ import subprocess
 import threading
 
 import launchpad as lp
+from launchpad import context
 
 
 def host_address() -> str:
@@ -150,4 +151,44 @@ def adder_and_waiter() -> lp.Program:
     program = lp.Program("waiting")
     adder = program.add_node(lp.CourierNode(Adder), label="adder")
     program.add_node(lp.PyNode(call_then_wait, adder), label="waiter")
+    return program
+
+
+class Greeter:
+    """A worker: says its index and the greeting it was made with."""
+
+    def __init__(self, greeting: str):
+        self._greeting = greeting
+
+    def greet(self) -> str:
+        return f"{self._greeting} from {context.current().index}"
+
+
+class Watcher:
+    """Follows the greeters' group: prints its members and their greetings at each change
+    (its pod's log is what the test reads), until the program stops."""
+
+    def __init__(self, greeters):
+        self._greeters = greeters
+
+    def run(self) -> None:
+        said = None
+        while not lp.wait_for_stop(0.1):
+            try:
+                saying = (self._greeters.names, sorted(self._greeters.call.greet()))
+            except lp.courier.GroupCallError:
+                continue  # a member left mid-call: asked again
+            if saying != said:
+                print(f"watcher sees {saying[0]} saying {saying[1]}", flush=True)
+                said = saying
+
+
+def greeters(count: int = 2, greeting: str = "hello") -> lp.Program:
+    """A group of greeters and a watcher of it (tests/launch/kubernetes/test_changes.py)."""
+    program = lp.Program("greeters")
+    with program.group("greeter"):
+        for _ in range(count):
+            program.add_node(lp.CourierNode(Greeter, greeting))
+    program.add_node(lp.CourierNode(Watcher, program.group_handle("greeter")),
+                     label="watcher")
     return program

@@ -50,10 +50,10 @@ current-context: fake
         yield fake
 
 
-def _launch(program=None, **options) -> kubernetes.KubernetesController:
+def _launch(program=None, settings=SETTINGS, **options) -> kubernetes.KubernetesController:
     """lp.launch on the cluster of the kubeconfig: always detached, it returns at once."""
     return lp.launch(program or programs.adder_and_client(), launch_type="kubernetes",
-                     kubernetes=SETTINGS, termination_notice_secs=2, **options)
+                     kubernetes=settings, termination_notice_secs=2, **options)
 
 
 def _finish(api: FakeKubernetesApi, controller: kubernetes.KubernetesController,
@@ -217,3 +217,77 @@ def test_a_resume_the_controller_refused_is_raised_named_and_the_launch_deleted(
     assert not api.objects
     with pytest.raises(errors.StateError):  # and again, as a failed node is
         controller.wait(timeout=1)
+
+
+CHANGEABLE = KubernetesSettings(image="registry.example/app:1", namespace=NAMESPACE,
+                                allow_changes=True)
+
+
+def test_a_changeable_launch_gives_its_controller_a_role_and_stop_deletes_it(api):
+    controller = _launch(settings=CHANGEABLE)
+    posts = [r.path.rsplit("/", 1)[1] for r in api.requests if r.method == "POST"]
+    assert posts == ["secrets", "configmaps", "serviceaccounts", "roles", "rolebindings",
+                     *CREATED[2:]]
+    for request in api.requests:  # (POSTs only, so far)
+        kubernetes_validate.validate(request.body, "1.33", strict=True)
+    name = f"lp-{controller.run_id}-controller"
+    (job,) = [j for j in api.of_kind("jobs") if j["metadata"]["name"] == name]
+    assert job["spec"]["template"]["spec"]["serviceAccountName"] == name
+    assert "automountServiceAccountToken" not in job["spec"]["template"]["spec"]
+    nodes = [j for j in api.of_kind("jobs") if j["metadata"]["name"] != name]
+    assert all(j["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
+               for j in nodes)  # only the controller may reach the API
+    attached = lp.attach(controller.run_id, namespace=NAMESPACE)
+    attached.stop()
+    assert not api.objects  # its ServiceAccount, Role and RoleBinding too
+
+
+def _as(api: FakeKubernetesApi, token: str):
+    """The official client, as the bearer of `token`."""
+    from kubernetes import client
+
+    configuration = client.Configuration(host=api.url, api_key={"authorization": token},
+                                         api_key_prefix={"authorization": "bearer"})
+    return client.ApiClient(configuration)
+
+
+def test_the_controllers_role_reaches_only_its_launchs_kinds_in_its_namespace(api):
+    from kubernetes import client
+
+    controller = _launch(settings=CHANGEABLE)
+    token = api.access.mint(NAMESPACE, f"lp-{controller.run_id}-controller")
+    as_controller = _as(api, token)
+    core, batch = client.CoreV1Api(as_controller), client.BatchV1Api(as_controller)
+    assert core.list_namespaced_config_map(NAMESPACE).items  # its questions are ConfigMaps
+    batch.delete_namespaced_job(f"lp-{controller.run_id}-adder-0", NAMESPACE)
+    for forbidden in (lambda: core.read_namespaced_secret(f"lp-{controller.run_id}",
+                                                          NAMESPACE),
+                      lambda: core.list_namespaced_pod(NAMESPACE),
+                      lambda: core.list_namespaced_config_map("default"),
+                      lambda: batch.delete_collection_namespaced_job(NAMESPACE)):
+        with pytest.raises(client.ApiException) as refused:
+            forbidden()
+        assert refused.value.status == 403
+    controller.stop()
+
+
+def test_without_allow_changes_what_needs_the_controller_is_refused_saying_so(api):
+    controller = _launch()
+    for question in (lambda: controller.scale("adder", 2), controller.status,
+                     lambda: controller.apply(programs.adder_and_client())):
+        with pytest.raises(errors.LaunchError, match=r"without lp.KubernetesSettings\("
+                                                     r"allow_changes=True\)"):
+            question()
+    assert not [r for r in api.requests if r.method == "POST" and "configmaps" in r.path
+                and r.body["metadata"]["name"] != f"lp-{controller.run_id}"]
+    controller.stop()
+
+
+def test_a_program_that_ended_has_no_controller_to_ask(api):
+    controller = _launch(settings=CHANGEABLE)
+    api.set_status("jobs", NAMESPACE, f"lp-{controller.run_id}-controller",
+                   {"conditions": [{"type": "Complete", "status": "True"}]})
+    assert controller.status() is None
+    with pytest.raises(lp.ProgramStoppedError, match="not running"):
+        controller.scale("adder", 2)
+    controller.stop()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from launchpad.launch.kubernetes.controller_pod import PodWorker
+from launchpad.launch.kubernetes.pod_worker import PodWorker
 
 pytestmark = pytest.mark.usefixtures("no_leaked_threads")
 

@@ -137,7 +137,7 @@ def test_deleting_a_pod_stops_the_program_gracefully(tmp_path):
     with pods.LocalCluster(_manifests(programs.adder_and_waiter()), str(tmp_path)) as cluster:
         controller, nodes = _by_role(cluster)
         with cluster.running(TIMEOUT):
-            assert cluster.wait_for_log(nodes["waiter/0"], "the adder answered", TIMEOUT), (
+            assert pods.wait_for_log(nodes["waiter/0"], "the adder answered", TIMEOUT), (
                 cluster.logs())
             cluster.signal(nodes["adder/0"], signal.SIGTERM)
     report = cluster.logs()
@@ -158,7 +158,7 @@ def test_nodes_started_before_their_controller_wait_for_it(tmp_path):
         controller, nodes = _by_role(cluster)
         with cluster.running(TIMEOUT, releasing=(controller_job,)):
             for node in ("adder/0", "client/0"):
-                assert cluster.wait_for_log(
+                assert pods.wait_for_log(
                     nodes[node], f"launchpad: node {node}: waiting up to 600s for its "
                                  "controller", TIMEOUT), cluster.logs()
     report = cluster.logs()
@@ -179,7 +179,7 @@ def test_a_pod_that_never_starts_fails_its_node_named(tmp_path):
     with pods.LocalCluster(objects, str(tmp_path), held=(client_job,)) as cluster:
         controller, nodes = _by_role(cluster)
         with cluster.running(TIMEOUT, releasing=(client_job,)):
-            assert cluster.wait_for_log(controller, OUTCOME_PREFIX, TIMEOUT), cluster.logs()
+            assert pods.wait_for_log(controller, OUTCOME_PREFIX, TIMEOUT), cluster.logs()
     report = cluster.logs()
     assert [run.returncode for run in controller.runs] == [1], report
     outcome = _outcome(controller)

@@ -37,7 +37,7 @@ from launchpad.program import Program
 # How many of the program's latest changes its status shows.
 KEPT_CHANGES = 100
 # The launchers that start nodes of a running program.
-CHANGEABLE = "local_mt, local_mp, slurm and ray"
+CHANGEABLE = "local_mt, local_mp, slurm, ray and kubernetes (with allow_changes)"
 # How long a shrink waits for the group handles that follow the group to let its removed
 # members go before it stops them (a follower in a node that is gone never says it did).
 FOLLOWERS_TIMEOUT_SECS = 5.0

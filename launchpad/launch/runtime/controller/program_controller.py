@@ -118,8 +118,10 @@ class Controller(LaunchpadWorkers, RunningChanges):
         # Starts the processes of MultiProcessingColocation nodes run as threads here.
         self._process_starter = process.ChildProcessStarter(termination_notice_secs,
                                                             in_worker=False)
-        service = ControllerService(self, self._registry, self._supervisor)
-        self._server = courier.Server(service, host=host, port=port, token=self._token,
+        # The controller protocol, served; also asked in-process by what relays a question
+        # from elsewhere (a Kubernetes program's, kubernetes/relay.py).
+        self.protocol = ControllerService(self, self._registry, self._supervisor)
+        self._server = courier.Server(self.protocol, host=host, port=port, token=self._token,
                                       thread_pool_size=8, tls=tls)
         bound = self._server.start()
         self.address = (f"{advertised_host}:{self._server.port}" if advertised_host

@@ -1,0 +1,115 @@
+"""A Kubernetes program changed while it runs: `lp.launch` through the official client to the
+fake API (HTTPS), every Job's pod run by kubelet.py on a host of its own, and the changes
+asked from outside the cluster through the API (relay.py) of the controller's pod, which
+makes and deletes the nodes' objects itself, as its ServiceAccount's Role allows."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+pytest.importorskip("kubernetes", reason="the official Kubernetes client is not installed "
+                                         "(the `kubernetes` extra)")
+
+import launchpad as lp
+from launchpad.launch.kubernetes.names import ROLE_LABEL
+from tests.cli.helpers import cli, failed
+from tests.cluster.netns import HostNetwork
+from tests.launch.kubernetes import pods, programs
+from tests.launch.kubernetes.fake_api import FakeKubernetesApi
+from tests.launch.kubernetes.kubelet import Kubelet
+
+pytestmark = [pytest.mark.skipif(pods.unavailable() is not None,
+                                 reason=pods.unavailable() or ""),
+              pytest.mark.usefixtures("no_leaked_processes", "no_leaked_threads"),
+              pytest.mark.timeout(100)]
+
+NAMESPACE = "lp-test"
+SETTINGS = lp.KubernetesSettings(image="launchpad:test", namespace=NAMESPACE,
+                                 allow_changes=True, startup_timeout_secs=60)
+TIMEOUT = 60
+
+
+@pytest.fixture
+def cluster(tmp_path, monkeypatch):
+    """The fake API on the hosts' bridge, a kubeconfig for it, and the hosts running its
+    pods."""
+    with HostNetwork(12) as network, FakeKubernetesApi(network.gateway, https=True) as api:
+        config = tmp_path / "kubeconfig"
+        authority = base64.b64encode(api.ca_pem).decode()
+        config.write_text(f"""apiVersion: v1
+kind: Config
+clusters: [{{name: fake, cluster: {{server: "{api.url}",
+            certificate-authority-data: "{authority}"}}}}]
+users: [{{name: me, user: {{token: the-users-own}}}}]
+contexts: [{{name: fake, context: {{cluster: fake, user: me}}}}]
+current-context: fake
+""")
+        monkeypatch.setenv("KUBECONFIG", str(config))
+        with Kubelet(api, network, str(tmp_path / "pods")) as kubelet:
+            yield api, kubelet
+
+
+def _sees(kubelet: Kubelet, members: list[str], saying: list[str]) -> None:
+    text = f"watcher sees {members} saying {saying}"
+    assert pods.wait_for_log(kubelet.job("-watcher-0"), text, TIMEOUT), (
+        f"never printed: {text}\n{kubelet.logs()}")
+
+
+def test_a_group_grows_shrinks_and_is_replaced_while_the_program_runs(cluster):
+    api, kubelet = cluster
+    controller = lp.launch(programs.greeters(), launch_type="kubernetes", kubernetes=SETTINGS,
+                           termination_notice_secs=2)
+    try:
+        _sees(kubelet, ["greeter/0", "greeter/1"], ["hello from 0", "hello from 1"])
+
+        assert controller.scale("greeter", 4) == ["greeter/2", "greeter/3"]
+        _sees(kubelet, [f"greeter/{i}" for i in range(4)],
+              [f"hello from {i}" for i in range(4)])
+        status = controller.status()  # asked through the API too
+        assert {"greeter/2", "greeter/3"} <= {node.name for node in status.nodes}
+
+        api.refuse["jobs"] = (403, "jobs is forbidden: exceeded quota: pods=5")
+        with pytest.raises(lp.LaunchError, match=r"Kubernetes refused Job lp-\S+-greeter-4-c2 "
+                                                 r"for greeter/4 .*exceeded quota: pods=5"):
+            controller.scale("greeter", 5)
+        del api.refuse["jobs"]
+        assert not [c for c in api.of_kind("configmaps") + api.of_kind("services")
+                    if "greeter-4" in c["metadata"]["name"] or "specs-c2" in
+                    c["metadata"]["name"]]  # the batch undone
+        assert len(controller.status().nodes) == 5  # four greeters and the watcher
+
+        launch = controller.run_id  # the command line asks as the Python API does
+        shrunk = cli("scale", "--namespace", NAMESPACE, launch, "greeter", "1")
+        assert shrunk.returncode == 0, shrunk.stderr
+        assert shrunk.stdout == (f"launchpad: group 'greeter' of run {launch} has 1 node "
+                                 "(removed greeter/3, greeter/2, greeter/1)\n")
+        _sees(kubelet, ["greeter/0"], ["hello from 0"])
+        table = cli("status", "--namespace", NAMESPACE, launch)
+        rows = [line.split()[0] for line in table.stdout.splitlines()
+                if line.startswith(("greeter/", "watcher/"))]
+        assert rows == ["greeter/0", "watcher/0"], table.stdout + table.stderr
+        assert table.stdout.startswith(f"greeters (kubernetes, run {launch}): running")
+        assert "removed greeter/3, greeter/2, greeter/1" in table.stdout  # its changes
+        assert "no group 'actor'" in failed(cli("scale", "--namespace", NAMESPACE, launch,
+                                                "actor", "2"))
+        node_jobs = sorted(job["metadata"]["name"] for job in api.of_kind("jobs")
+                           if job["metadata"]["labels"][ROLE_LABEL] == "node")
+        assert node_jobs == [f"lp-{launch}-greeter-0", f"lp-{launch}-watcher-0"]
+
+        with pytest.raises(ValueError, match="no group 'actor'; its groups are greeter"):
+            controller.scale("actor", 3)  # the controller's own error, across the API
+
+        plan = controller.plan(programs.greeters(count=1, greeting="hi"))
+        assert plan.replaced == ("greeter/0",) and plan.applied_at is None
+        applied = controller.apply(programs.greeters(count=1, greeting="hi"))
+        assert applied.replaced == ("greeter/0",) and applied.unchanged == ("watcher/0",)
+        _sees(kubelet, ["greeter/0"], ["hi from 0"])
+        assert kubelet.job("-watcher-0").runs == []  # the watcher never stopped
+    finally:
+        controller.stop()
+    assert controller.wait(timeout=TIMEOUT)
+    questions = [c for c in api.of_kind("configmaps")
+                 if c["metadata"]["labels"].get(ROLE_LABEL) in ("question", "answer")]
+    assert questions == []
