@@ -3,15 +3,18 @@ made of other code are replaced - a stateful one restores its state - new ones a
 removed, the rest left running; what cannot change live is refused with every reason, and
 nothing is applied."""
 
+import concurrent.futures
 import importlib
 import os
 import sys
 import textwrap
+import threading
 import uuid
 
 import pytest
 
 import launchpad as lp
+from tests.launch.helpers import TIMEOUT
 
 LAUNCHERS = pytest.mark.parametrize("launch_each_engine", ["local_mt", "local_mp"],
                                     indirect=True)
@@ -155,6 +158,78 @@ def test_nodes_are_added_and_removed_as_the_new_program_has_them(code, launch_ea
     assert shrunk.removed == ("worker/3", "worker/2", "worker/1")
     assert sorted(n.name for n in controller.status().nodes) == [
         "evaluator/0", "learner/0", "worker/0"]
+
+
+def _fails_its_first_run(marker):
+    if not os.path.exists(marker):
+        open(marker, "w").close()
+        raise RuntimeError("the first run fails")
+    lp.wait_for_stop()
+
+
+@LAUNCHERS
+def test_a_group_apply_adds_restarts_as_its_policy_says(code, launch_each_engine, tmp_path):
+    module = code()
+    controller = launch_each_engine(module.make_program())
+    grown = module.make_program()
+    with grown.group("flaky", restart=lp.RestartPolicy(max_restarts=1)):
+        grown.add_node(lp.PyNode(_fails_its_first_run, str(tmp_path / "ran")))
+    assert controller.apply(grown).added == ("flaky/0",)
+    assert controller.wait_for_restarts("flaky/0", 1, TIMEOUT)  # not a failed program
+    assert controller.wait_for_started("flaky/0", TIMEOUT)
+    assert controller.failure is None and _client(controller, "worker").whoami() == 0
+
+
+class Gate:
+    """Opened by the test; waited on by a node that must not end before it is."""
+
+    def __init__(self):
+        self._open = threading.Event()
+
+    def open(self) -> None:
+        self._open.set()
+
+    def wait(self) -> bool:
+        return self._open.wait(TIMEOUT)
+
+
+class Versioned:
+    """Says its version; the first version's stop waits for the gate, and says it waits."""
+
+    def __init__(self, version, gate, said):
+        self._version = version
+        if version == "v1":
+            lp.register_stop_handler(lambda: (said.put("v1 stopping"), gate.wait()))
+
+    def version(self) -> str:
+        return self._version
+
+
+@LAUNCHERS
+def test_a_lookup_while_a_node_is_replaced_waits_for_the_new_one(box, launch_each_engine):
+    said = box()
+
+    def make(version: str) -> lp.Program:
+        program = lp.Program("replaced")
+        gate = program.add_node(lp.CourierNode(Gate), label="gate")
+        program.add_node(lp.CourierNode(Versioned, version, gate, said), label="evaluator")
+        return program
+
+    controller = launch_each_engine(make("v1"))
+    assert _client(controller, "evaluator").version() == "v1"
+
+    def address_of_the_evaluator() -> str:  # as a handle's lookup asks the controller
+        return controller.protocol.resolve("evaluator", 0, "", TIMEOUT).result(TIMEOUT)
+
+    first = address_of_the_evaluator()
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        applying = pool.submit(controller.apply, make("v2"))
+        assert said.get() == "v1 stopping"  # the old one ends; its server is stopping
+        looked_up = pool.submit(address_of_the_evaluator)
+        _client(controller, "gate").open()
+        assert looked_up.result(TIMEOUT) != first  # the new one's, not the dying one's
+        assert applying.result(TIMEOUT).replaced == ("evaluator/0",)
+    assert _client(controller, "evaluator").version() == "v2"
 
 
 def _evaluator_fn(learner):

@@ -194,6 +194,14 @@ class GroupScaling:
         self.fingerprints.update(zip([node.name for node in nodes], fingerprints, strict=True))
         self._announce(label, len(self._program.groups[label]))
 
+    def adopt_policies(self, label: str, new: Program) -> None:
+        """Group `label`, which `new` brings to the running program, takes `new`'s restart
+        and state policies: in the program, and its restart policy in the supervisor.
+        Under `lock`, before the group's nodes are added."""
+        self._program.set_restart_policy(label, new.restart_policies.get(label))
+        self._program.set_state_policy(label, new.state_policies.get(label))
+        self._supervisor.set_restart_policy(label, new.restart_policies.get(label))
+
     def remove(self, units: list[NodeKey], why: str) -> None:
         """The last nodes of their groups, `units` (highest first), stop gracefully and are
         no more: the group handles that follow their groups let them go first. Under
@@ -211,10 +219,11 @@ class GroupScaling:
     def replace(self, node, fingerprint_of_node: str) -> None:
         """`node` takes the place of the running node of its label and index: that one
         stops gracefully (a StatePolicy's state saved), then `node` starts (and restores
-        it). Under `lock`."""
+        it); lookups of its address made meanwhile wait for the new one. Under `lock`."""
         unit = (node.label, node.index)
+        self._registry.node_replacing(unit)
         self._end([unit], "(it is replaced)")
-        self._forget([unit])
+        self._forget([unit], replaced=True)
         self.nodes_removed([f"{unit[0]}/{unit[1]}"])
         self._program.replace_node(node)
         self.fingerprints[node.name] = fingerprint_of_node
@@ -244,11 +253,13 @@ class GroupScaling:
         for unit in units:
             self._supervisor.wait_for_unit(unit, ending.KILL_AFTER_TERMINATE_SECS)
 
-    def _forget(self, units: list[NodeKey]) -> None:
-        """`units` are no more, anywhere but in the program."""
+    def _forget(self, units: list[NodeKey], replaced: bool = False) -> None:
+        """`units` are no more, anywhere but in the program (and, if they are `replaced`,
+        the registry, whose lookups of them wait for the new ones)."""
         for unit in units:
             self._supervisor.forget_unit(unit)
-            self._registry.remove_unit(unit)
+            if not replaced:
+                self._registry.remove_unit(unit)
             self._book.remove(unit)
             with self._futures_lock:
                 self._retired.pop(unit, None)

@@ -136,8 +136,7 @@ def apply(scaling: GroupScaling, running: Program, new: Program,
             scaling.replace(made[name], new_fingerprints[name])
         for label in dict.fromkeys(name.rpartition("/")[0] for name in changes.added):
             if label not in running.groups:
-                running.set_restart_policy(label, new.restart_policies.get(label))
-                running.set_state_policy(label, new.state_policies.get(label))
+                scaling.adopt_policies(label, new)
             added = [made[name] for name in changes.added if name.rpartition("/")[0] == label]
             scaling.add(label, added, [new_fingerprints[node.name] for node in added])
         if changes.changes:

@@ -6,6 +6,8 @@
     node restarting     -> node_restarting(unit): its addresses are forgotten, and lookups wait
                            for it to register again
     node ended          -> node_ended(unit, why): lookups fail with NodeEndedError
+    node replaced       -> node_replacing(unit): as restarting, through the old node's end,
+                           until add_unit knows the new one (`apply`)
     program stopping    -> program_stopping(): lookups of what is not known fail
 
 A *unit* is what runs, ends and restarts as one: a node, or the colocation that holds it; an
@@ -40,6 +42,7 @@ class AddressRegistry:
         self._host_ids: dict[tuple, str] = {}  # (label, index, name) -> its host identity
         self._waiting: dict[tuple, list[concurrent.futures.Future]] = {}
         self._ended: set[NodeKey] = set()
+        self._replacing: set[NodeKey] = set()
         self._stopping = False
 
     def check_node(self, label: str, index: int) -> NodeKey:
@@ -60,6 +63,8 @@ class AddressRegistry:
         with self._lock:
             for node in nodes:
                 self._unit_of[node] = unit
+            self._replacing.discard(unit)
+            self._ended.discard(unit)
 
     def remove_unit(self, unit: NodeKey) -> None:
         """A group shrank: `unit` and its nodes are no more (lookups of them fail, named)."""
@@ -135,9 +140,19 @@ class AddressRegistry:
         with self._lock:
             self._forget_addresses(unit)
 
+    def node_replacing(self, unit: NodeKey) -> None:
+        """The unit is being replaced by a new one of its place: lookups wait for the new
+        one to register, while the old one ends (its end is no end for them)."""
+        with self._lock:
+            self._replacing.add(unit)
+            self._forget_addresses(unit)
+
     def node_ended(self, unit: NodeKey, why: str) -> None:
         """The unit ended for good: lookups of its nodes fail, waiting ones with `why`."""
         with self._lock:
+            if unit in self._replacing:
+                self._forget_addresses(unit)
+                return
             self._ended.add(unit)
             self._forget_addresses(unit)
             waiting = [(key, future) for key in [k for k in self._waiting

@@ -38,6 +38,7 @@ from launchpad.launch.runtime import errors, terminals
 from launchpad.launch.runtime.controller.node_book import NodeBook
 from launchpad.launch.runtime.controller.registry import AddressRegistry, NodeKey
 from launchpad.launch.runtime.ending import KILL_AFTER_TERMINATE_SECS, NodeWorker
+from launchpad.program import RestartPolicy
 
 _FINISHED = None  # a report of a run that finished
 
@@ -97,6 +98,15 @@ class Supervisor:
         """A group grew by `unit` (its launcher adds its worker next)."""
         with self._lock:
             self._running.add(unit)
+
+    def set_restart_policy(self, label: str, policy: RestartPolicy | None) -> None:
+        """Group `label` (one the running program gained) restarts as `policy` says (an
+        lp.RestartPolicy; None: its nodes fail fast)."""
+        with self._lock:
+            if policy is None:
+                self._policies.pop(label, None)
+            else:
+                self._policies[label] = policy
 
     def retire(self, unit: NodeKey) -> NodeWorker | None:
         """A group shrinks by `unit`: however its run ends now, it finished (no restart, no
