@@ -1,7 +1,7 @@
 """The commands that load a program without launching it, from MODULE:FUNCTION.
 
     launchpad kubernetes-manifests MODULE:FUNCTION -o DIR [--image IMAGE] [--namespace NS]
-                                   [--tls] [--arg NAME=VALUE ...]
+                                   [--tls] [--allow-changes] [--arg NAME=VALUE ...]
     launchpad graph MODULE:FUNCTION -o FILE [--collapse-at N] [--arg NAME=VALUE ...]
 
 Each imports MODULE and calls FUNCTION(**args) (e.g. the `make_program` of an example), which
@@ -40,6 +40,9 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     manifests.add_argument("--namespace", default="default", help="the objects' namespace")
     manifests.add_argument("--tls", action="store_true",
                            help="certificates made now for TLS between the program's parts")
+    manifests.add_argument("--allow-changes", action="store_true",
+                           help="a program that may change while it runs (scale, apply): "
+                                "its controller gets a ServiceAccount and a Role")
     add_program_arguments(manifests)
     manifests.set_defaults(handler=_kubernetes_manifests)
     graph = commands.add_parser(
@@ -126,7 +129,8 @@ def _kubernetes_manifests(args: argparse.Namespace) -> int:
     program = load_program(args.target, dict(keyword(a) for a in args.arg))
     try:
         objects = kubernetes_manifests.kubernetes_manifests(
-            program, settings=KubernetesSettings(image=args.image, namespace=args.namespace),
+            program, settings=KubernetesSettings(image=args.image, namespace=args.namespace,
+                                                 allow_changes=args.allow_changes),
             tls=args.tls or None)
     except (TypeError, ValueError) as e:
         raise SystemExit(f"launchpad: {e}") from e

@@ -39,6 +39,7 @@ RELAYED = ("scale", "change", "status")
 ANSWER_TIMEOUT_SECS = 300.0  # a shrink waits for the removed nodes' graceful ends
 _WATCH_SECS = 30  # a watch is renewed this often (the server ends each one)
 _KEY = "sealed"
+_RETRY_SECS = 2.0  # how soon a watch that failed is made again
 
 
 class RelayedClient:
@@ -131,9 +132,16 @@ class Answering:
 
     def _serve(self) -> None:
         selector = f"{names.LAUNCH_LABEL}={self._launch_id},{names.ROLE_LABEL}=question"
-        for obj in _added(self._api, self._namespace, None, self._stopped,
-                          label_selector=selector):
-            self._take(obj)
+        while not self._stopped.is_set():
+            try:
+                for obj in _added(self._api, self._namespace, None, self._stopped,
+                                  label_selector=selector):
+                    self._take(obj)
+            except Exception as e:  # noqa: BLE001 - the API failed for a while: watched again
+                logging.warning("Watching the questions of launch %s failed (%s: %s); "
+                                "watching again in %gs", self._launch_id, type(e).__name__, e,
+                                _RETRY_SECS)
+                self._stopped.wait(_RETRY_SECS)
 
     def _take(self, obj: Any) -> None:
         if obj.metadata.name not in self._seen:

@@ -116,6 +116,11 @@ class FakeKubernetesApi:
             obj["status"] = status
             self._record("MODIFIED", plural, obj)
 
+    def wait_until(self, predicate, timeout: float) -> bool:
+        """Waits until `predicate()` holds (looked at again at each change of the store)."""
+        with self._changed:
+            return self._changed.wait_for(predicate, timeout)
+
     def wait_for_watch(self, count: int, timeout: float) -> bool:
         """Waits until `count` watches have been opened (an event, not a poll)."""
         with self._changed:

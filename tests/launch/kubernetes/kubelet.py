@@ -4,10 +4,11 @@ side, or later by the program's controller - runs its pod here, as pods.py runs 
 No control plane can run on this machine; this plays the parts of one that a launch meets:
 
 - the Job controller and the kubelet: a Job added gets a host of its own (a network
-  namespace of `network`) and its pod runs there (pods.run_pod: the container's command and
-  env, its Secret and ConfigMap volumes as they are in the API when the pod starts); a pod
-  that fails runs again while the backoffLimit allows; the Job's status follows (`failed`,
-  then the condition Complete or Failed), and each pod ended is a Pod object with its log;
+  namespace of `network`, free again once the Job is done) and its pod runs there
+  (pods.run_pod: the container's command and env, its Secret and ConfigMap volumes as they
+  are in the API when the pod starts); a pod that fails runs again while the backoffLimit
+  allows; the Job's status follows (`failed`, then the condition Complete or Failed), and
+  each pod ended is a Pod object with its log;
 - a Job deleted has its pod sent SIGTERM, then SIGKILL after its grace period;
 - the kubelet's service-account mount: a pod that runs as a ServiceAccount (automount not
   off) gets `token` (minted by the API for that account), `ca.crt` and `namespace` at
@@ -135,6 +136,15 @@ class Kubelet:
             self._templates[name] = job["spec"]["template"]["metadata"]["labels"]
             self._placed.notify_all()
         self._resolve()
+        try:
+            self._run_pods(job, record, namespace)
+        finally:
+            with self._lock:
+                self._free.append(record.host)
+
+    def _run_pods(self, job: dict[str, Any], record: pods.JobRun, namespace: str) -> None:
+        """Runs the Job's pod, again while it fails and its backoffLimit allows."""
+        name = record.name
         pod = job["spec"]["template"]["spec"]
         for attempt in range(job["spec"]["backoffLimit"] + 1):
             with self._lock:
@@ -144,7 +154,10 @@ class Kubelet:
             record.runs.append(run)
             if name in self._deleted:
                 break
-            self._api.add_pod(namespace, f"{name}-{attempt}", name, run.log)
+            try:
+                self._api.add_pod(namespace, f"{name}-{attempt}", name, run.log)
+            except KeyError:  # the Job was deleted meanwhile
+                break
             failed = sum(r.returncode != 0 for r in record.runs)
             ended = ("Complete" if run.returncode == 0 else
                      "Failed" if attempt == job["spec"]["backoffLimit"] else "")

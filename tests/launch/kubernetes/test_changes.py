@@ -6,6 +6,7 @@ makes and deletes the nodes' objects itself, as its ServiceAccount's Role allows
 from __future__ import annotations
 
 import base64
+import pickle
 
 import pytest
 
@@ -13,7 +14,8 @@ pytest.importorskip("kubernetes", reason="the official Kubernetes client is not 
                                          "(the `kubernetes` extra)")
 
 import launchpad as lp
-from launchpad.launch.kubernetes.names import ROLE_LABEL
+from launchpad.launch.kubernetes.api import Api
+from launchpad.launch.kubernetes.names import LAUNCH_LABEL, ROLE_LABEL
 from tests.cli.helpers import cli, failed
 from tests.cluster.netns import HostNetwork
 from tests.launch.kubernetes import pods, programs
@@ -57,7 +59,25 @@ def _sees(kubelet: Kubelet, members: list[str], saying: list[str]) -> None:
         f"never printed: {text}\n{kubelet.logs()}")
 
 
-def test_a_group_grows_shrinks_and_is_replaced_while_the_program_runs(cluster):
+class _CreatesAFile:
+    """Unpickled, it makes the file (what a forged question would do if it were)."""
+
+    def __init__(self, path):
+        self._path = path
+
+    def __reduce__(self):
+        return open, (str(self._path), "w")
+
+
+def _forged_question(launch: str, marker) -> dict:
+    data = b"launchpad-seal-v1 " + b"0" * 64 + b"\n" + pickle.dumps(_CreatesAFile(marker))
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": f"lp-{launch}-q-forged", "namespace": NAMESPACE,
+                         "labels": {LAUNCH_LABEL: launch, ROLE_LABEL: "question"}},
+            "binaryData": {"sealed": base64.b64encode(data).decode()}}
+
+
+def test_a_group_grows_shrinks_and_is_replaced_while_the_program_runs(cluster, tmp_path):
     api, kubelet = cluster
     controller = lp.launch(programs.greeters(), launch_type="kubernetes", kubernetes=SETTINGS,
                            termination_notice_secs=2)
@@ -107,6 +127,16 @@ def test_a_group_grows_shrinks_and_is_replaced_while_the_program_runs(cluster):
         assert applied.replaced == ("greeter/0",) and applied.unchanged == ("watcher/0",)
         _sees(kubelet, ["greeter/0"], ["hi from 0"])
         assert kubelet.job("-watcher-0").runs == []  # the watcher never stopped
+
+        # A question whose seal is not the program's token is never unpickled: deleted,
+        # unanswered, and the controller answers the next one.
+        marker = tmp_path / "unpickled"
+        forged = _forged_question(launch, marker)
+        Api.connect().create(NAMESPACE, forged)  # by someone who may make ConfigMaps there
+        assert api.wait_until(lambda: not [c for c in api.of_kind("configmaps") if c[
+            "metadata"]["name"] == forged["metadata"]["name"]], TIMEOUT)
+        assert not marker.exists()
+        assert controller.status() is not None
     finally:
         controller.stop()
     assert controller.wait(timeout=TIMEOUT)

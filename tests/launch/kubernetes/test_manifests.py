@@ -33,6 +33,7 @@ EXAMPLES = {  # example -> the --arg options its make_program needs
     "replay": ["--arg", "num_actors=2", "--arg", "num_trajectories=4"], "agent": [],
     "resnet": [],
 }
+CHANGEABLE = "consumer_producers"  # written with --allow-changes: its controller's Role too
 _DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
@@ -44,7 +45,8 @@ def example_manifests(tmp_path_factory) -> dict[str, pathlib.Path]:
     commands = {name: [sys.executable, "-m", "launchpad.cli", "kubernetes-manifests",
                        f"examples.{name}.launch:make_program", "-o", str(folder / name),
                        "--image", SETTINGS.image, "--namespace", SETTINGS.namespace,
-                       *(["--tls"] if name == "hello_world" else []), *args]
+                       *(["--tls"] if name == "hello_world" else []),
+                       *(["--allow-changes"] if name == CHANGEABLE else []), *args]
                 for name, args in EXAMPLES.items()}
     running = {name: subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE,
                                       stderr=subprocess.STDOUT, text=True)
@@ -93,7 +95,9 @@ def test_every_example_validates_strictly_and_keeps_its_secret(example, example_
     objects = _load(folder)
     kinds = [o["kind"] for o in objects]
     nodes = kinds.count("Job") - 1
-    assert kinds == ["Secret", "ConfigMap", *["Service"] * (nodes + 1), *["Job"] * (nodes + 1)]
+    access = ["ServiceAccount", "Role", "RoleBinding"] if example == CHANGEABLE else []
+    assert kinds == ["Secret", "ConfigMap", *access, *["Service"] * (nodes + 1),
+                     *["Job"] * (nodes + 1)]
     launch = objects[0]["metadata"]["labels"][LAUNCH_LABEL]
     for obj in objects:
         assert obj["metadata"]["labels"][LAUNCH_LABEL] == launch
