@@ -156,6 +156,7 @@ class KubernetesController(RemoteController):
         self._outcome: dict[str, Any] | None = None
         self._deleted = False
         self._changes_allowed = changes_allowed
+        self._token: str | None = None  # the program's, once a question needed it
 
     def delete_all(self, grace_period_seconds: int | None = None) -> None:
         """Deletes every object of the launch (Foreground: a Job goes once its pods have)."""
@@ -319,10 +320,11 @@ class KubernetesController(RemoteController):
             raise errors.ProgramStoppedError(
                 f"Program {self.program_name!r} (launch {self.run_id}) has no controller to "
                 "ask: it is not running")
-        secret = self._api.core.read_namespaced_secret(names.object_name(self.run_id, ""),
-                                                       self.namespace)
-        token = base64.b64decode(secret.data[kubernetes_pod.TOKEN_KEY]).decode()
-        return RelayedClient(self._api, self.namespace, self.run_id, token)
+        if self._token is None:  # the launch's Secret, which the asker may read
+            secret = self._api.core.read_namespaced_secret(
+                names.object_name(self.run_id, ""), self.namespace)
+            self._token = base64.b64decode(secret.data[kubernetes_pod.TOKEN_KEY]).decode()
+        return RelayedClient(self._api, self.namespace, self.run_id, self._token)
 
 
 def _ended(job: Any) -> str:

@@ -84,16 +84,19 @@ class RelayedClient:
         self._api.create(self._namespace, _config_map(
             self._namespace, question, self._launch_id, "question", data))
         limit = ANSWER_TIMEOUT_SECS if timeout is None else timeout
+        answered = False
         try:
             for obj in _added(self._api, self._namespace, limit,
                               field_selector=f"metadata.name={answer}"):
+                answered = True  # (the controller deleted the question)
                 self._api.delete(self._namespace, "ConfigMap", answer)
                 outcome, value = pickle.loads(_unsealed(obj, self._token))
                 if outcome == "raised":
                     raise value
                 return value
         finally:
-            self._api.delete(self._namespace, "ConfigMap", question)  # unless answered
+            if not answered:
+                self._api.delete(self._namespace, "ConfigMap", question)
         raise KubernetesError(
             f"The controller of launch {self._launch_id} did not answer {method} within "
             f"{limit:g}s; see `kubectl logs -n {self._namespace} "
