@@ -9,8 +9,9 @@ may watch the launch's ConfigMaps (KubernetesSettings(allow_changes=True)), find
 the seal before it unpickles anything, asks its own controller protocol in-process
 (service.py's methods, their arguments checked there), makes the answer `lp-L-a-N` (role
 `answer`, sealed the same way: what it returned, or what it raised) and deletes the
-question. The asker watches for the answer by its name, checks its seal, then unpickles it,
-and deletes it. Only RELAYED methods are asked: scale, change (plan and apply) and status.
+question. The asker watches for the answer by its name, checks its seal, then unpickles it
+(refusing a genuine answer copied to its name: the name is sealed with it), and deletes it.
+Only RELAYED methods are asked: scale, change (plan and apply) and status.
 
 A seal that does not check out (a ConfigMap made by someone without the token) is logged
 and the question deleted unanswered; its asker times out.
@@ -90,7 +91,10 @@ class RelayedClient:
                               field_selector=f"metadata.name={answer}"):
                 answered = True  # (the controller deleted the question)
                 self._api.delete(self._namespace, "ConfigMap", answer)
-                outcome, value = pickle.loads(_unsealed(obj, self._token))
+                of, outcome, value = pickle.loads(_unsealed(obj, self._token))
+                if of != answer:  # a genuine answer, to another question: replayed
+                    raise KubernetesError(f"ConfigMap {answer} holds the answer to another "
+                                          f"question ({of}): it was copied there")
                 if outcome == "raised":
                     raise value
                 return value
@@ -170,17 +174,20 @@ class Answering:
             reply = ("raised", e)
         self._api.create(self._namespace, _config_map(
             self._namespace, answer, self._launch_id, "answer",
-            kubernetes_pod.seal(_pickled(reply), self._token)))
+            kubernetes_pod.seal(_pickled(answer, reply), self._token)))
         self._api.delete(self._namespace, "ConfigMap", name)
 
 
-def _pickled(reply: tuple[str, Any]) -> bytes:
-    """`reply`, pickled; an exception that cannot be is sent as a RuntimeError saying it."""
+def _pickled(answer: str, reply: tuple[str, Any]) -> bytes:
+    """`reply` as the answer named `answer` (the name sealed with it, so that a genuine
+    answer copied to another question's name is refused), pickled; an exception that cannot
+    be is sent as a RuntimeError saying it."""
     try:
-        return cloudpickle.dumps(reply)
+        return cloudpickle.dumps((answer, *reply))
     except Exception:  # noqa: BLE001 - any pickling failure
-        outcome, value = reply
-        return cloudpickle.dumps(("raised", RuntimeError(f"{type(value).__name__}: {value}")))
+        _, value = reply
+        return cloudpickle.dumps((answer, "raised",
+                                  RuntimeError(f"{type(value).__name__}: {value}")))
 
 
 def _config_map(namespace: str, name: str, launch_id: str, role: str,

@@ -34,22 +34,6 @@ CREATED = ["secrets", "configmaps", "services", "services", "services", "jobs", 
 pytestmark = pytest.mark.usefixtures("no_leaked_threads")
 
 
-@pytest.fixture
-def api(tmp_path, monkeypatch):
-    """The fake API, and a kubeconfig whose current context points at it."""
-    with FakeKubernetesApi() as fake:
-        config = tmp_path / "kubeconfig"
-        config.write_text(f"""apiVersion: v1
-kind: Config
-clusters: [{{name: fake, cluster: {{server: "{fake.url}"}}}}]
-users: [{{name: me, user: {{token: not-a-real-token}}}}]
-contexts: [{{name: fake, context: {{cluster: fake, user: me}}}}]
-current-context: fake
-""")
-        monkeypatch.setenv("KUBECONFIG", str(config))
-        yield fake
-
-
 def _launch(program=None, settings=SETTINGS, **options) -> kubernetes.KubernetesController:
     """lp.launch on the cluster of the kubeconfig: always detached, it returns at once."""
     return lp.launch(program or programs.adder_and_client(), launch_type="kubernetes",
