@@ -252,6 +252,10 @@ def test_what_cannot_change_live_is_refused_with_every_reason_and_nothing_applie
     assert "! group 'worker' would vanish" in words
     assert "Nothing was applied" in words
     assert _client(controller, "evaluator").version() == "v1"
+    with changed.group("archive", state=lp.StatePolicy(every_secs=60)):
+        changed.add_node(lp.CourierNode(module.Learner))
+    assert ("! group 'archive' is new and keeps state (lp.StatePolicy)"
+            in str(controller.plan(changed)))
     renamed = lp.Program("other")
     renamed.add_node(lp.CourierNode(module.Learner), label="learner")
     assert "the new program is named 'other'" in "\n".join(controller.plan(renamed).refused)

@@ -196,10 +196,9 @@ class GroupScaling:
 
     def adopt_policies(self, label: str, new: Program) -> None:
         """Group `label`, which `new` brings to the running program, takes `new`'s restart
-        and state policies: in the program, and its restart policy in the supervisor.
-        Under `lock`, before the group's nodes are added."""
+        policy: in the program and in the supervisor (a new group keeps no state: `plan`
+        refuses one that would). Under `lock`, before the group's nodes are added."""
         self._program.set_restart_policy(label, new.restart_policies.get(label))
-        self._program.set_state_policy(label, new.state_policies.get(label))
         self._supervisor.set_restart_policy(label, new.restart_policies.get(label))
 
     def remove(self, units: list[NodeKey], why: str) -> None:

@@ -81,6 +81,11 @@ def plan(running: Program, running_fingerprints: dict[str, str], new: Program,
     for label in sorted((set(running.groups) - set(new.groups)) & chosen):
         refused.append(f"group {label!r} would vanish: a running program keeps its groups "
                        "(scale it to 1 node instead)")
+    for label in sorted((set(new.groups) - set(running.groups)) & chosen):
+        if label in new.state_policies:
+            refused.append(f"group {label!r} is new and keeps state (lp.StatePolicy): a "
+                           "running program's state folders are those of its groups at "
+                           "launch (launch it with the group, or add it without the policy)")
     added = [name for name in made if name not in old]
     removed = [name for name in old if name not in made]
     both = [name for name in old if name in made]
