@@ -6,15 +6,17 @@ Added to a program, it becomes one group of tasks, each a node (a process under 
     mode="async", num_workers=N, num_ps=P: label/0 is the "chief" (the coordinator), then N
                   "worker" tasks and P "ps" (parameter server) tasks
 
-How a task runs: register a TensorFlow server port with the controller, wait for every other
-task's (naming any that does not come within `startup_timeout_secs`), then build the
-Replicator on the cluster those addresses make. Worker and ps tasks of async training only
-serve TensorFlow. The others build the trainer, `cls(replicator, *args, **kwargs)`, inside
-`replicator.scope()` (handles in the arguments become clients first) and serve its public
-methods with courier, like a CourierNode. With one sync worker there is no cluster: the task
-replicates over its own `devices`, and runs under local_mt too. (TensorFlow's cluster servers
-listen on every interface and know nothing of the launch's token: TensorFlow has no setting
-for either. The trainer's courier server binds and checks as every node's does.)
+How a task runs: register a TensorFlow server port with the controller (held by the task until
+it ends, so that no other process takes it before TensorFlow binds it: replicator/ports.py),
+wait for every other task's (naming any that does not come within `startup_timeout_secs`),
+then build the Replicator on the cluster those addresses make. Worker and ps tasks of async
+training only serve TensorFlow. The others build the trainer, `cls(replicator, *args,
+**kwargs)`, inside `replicator.scope()` (handles in the arguments become clients first) and
+serve its public methods with courier, like a CourierNode. With one sync worker there is no
+cluster: the task replicates over its own `devices`, and runs under local_mt too.
+(TensorFlow's cluster servers listen on every interface and know nothing of the launch's
+token: TensorFlow has no setting for either. The trainer's courier server binds and checks
+as every node's does.)
 
 Who drives training:
 * the trainer has `run()`: every sync worker runs it (the same steps, in lock-step) and the
@@ -40,7 +42,6 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import portpicker
 from absl import logging
 
 from launchpad import context, courier
@@ -221,11 +222,10 @@ def _task_name(plan: _Plan, label: str, role_index: int) -> str:
     return f"{label}/{plan.first_index + role_index} ({task_type} {task_index})"
 
 
-def _cluster_of(plan: _Plan, node: context.NodeContext, role_index: int) -> Any:
+def _cluster_of(plan: _Plan, node: context.NodeContext, role_index: int, port: int) -> Any:
     """Registers this task's TensorFlow port, then waits for every task's."""
     from launchpad.replicator.cluster import Cluster
-    node.controller.register(node.label, node.index, _TF_ADDRESS,
-                             node.endpoint(portpicker.pick_unused_port()))
+    node.controller.register(node.label, node.index, _TF_ADDRESS, node.endpoint(port))
     deadline = time.monotonic() + plan.startup_timeout_secs
     jobs: dict[str, list[str]] = {}
     for other, (task_type, _) in enumerate(plan.roles):
@@ -242,9 +242,20 @@ def _cluster_of(plan: _Plan, node: context.NodeContext, role_index: int) -> Any:
 
 
 def _run_task(plan: _Plan, role_index: int) -> None:
+    if not plan.is_cluster:
+        _run_replicator(plan, role_index, None)
+        return
+    from launchpad.replicator.ports import ReservedPort
+    with ReservedPort() as tf_port:  # held while the task runs: see ports.py
+        _run_replicator(plan, role_index,
+                        _cluster_of(plan, context.current(), role_index, tf_port.port))
+
+
+def _run_replicator(plan: _Plan, role_index: int, cluster: Any) -> None:
+    """Runs this task's part: serving TensorFlow only (an async worker or ps), or the trainer
+    on a Replicator of `cluster` (None: this task's own devices), served by courier."""
     node = context.current()
     from launchpad.replicator import replicator as replicator_lib
-    cluster = _cluster_of(plan, node, role_index) if plan.is_cluster else None
     if cluster is not None and cluster.mode == "async" and not cluster.is_chief:
         replicator_lib.serve_task(cluster)  # serves the chief until this process ends
         node.stop_event.wait()

@@ -161,7 +161,7 @@ def test_a_task_that_never_comes_up_is_named():
         with pytest.raises(TimeoutError, match=r"Task trainer/2 \(worker 2\) of "
                                                r"ReplicatedNode 'trainer' did not come up "
                                                r"within 0.5 s"):
-            replicated._cluster_of(node._plan, task, 0)
+            replicated._cluster_of(node._plan, task, 0, port=0)
     finally:
         controller.kill()
 

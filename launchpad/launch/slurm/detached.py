@@ -47,6 +47,7 @@ from launchpad.launch.runtime.controller import Controller
 from launchpad.launch.runtime.controllers import RemoteController
 from launchpad.launch.runtime.launcher import LaunchOptions
 from launchpad.launch.runtime.terminals import NodeOutput
+from launchpad.launch.slurm import end_warning
 from launchpad.launch.slurm import job as slurm_job
 from launchpad.launch.slurm import placement as slurm_placement
 from launchpad.launch.slurm import submission as slurm
@@ -178,7 +179,7 @@ def run_controller(path: str) -> int:
         failure = e
     settings = options.settings or slurm.SlurmSettings()
     if (failure is None and settings.requeue
-            and controller.stop_reason.startswith(slurm.END_WARNING)):
+            and controller.stop_reason.startswith(end_warning.END_WARNING)):
         _requeue(run_dir, job.job_id)
         return 0
     private_files.write_private(os.path.join(run_dir, "outcome"), pickle.dumps((

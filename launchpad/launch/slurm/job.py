@@ -6,7 +6,8 @@
                                       Slurm never recovers from (FATAL_REASONS), or a wait past
                                       SlurmSettings.pending_timeout_secs, cancels the job and
                                       fails it, named
-    running                           hosts(component): the hostnames of each component
+    running                           hosts(component): the hostnames of each component;
+                                      time_left(): seconds to its time limit
     cancel()                          scancel, once, and waits for the job to leave the queue
 
 Slurm has no event for a job's state: it is read with squeue, every 0.2 s for the first 10 s
@@ -51,6 +52,23 @@ FATAL_REASONS = {
 def pending_text(state: str, reason: str) -> str:
     """A waiting job's state and Slurm's reason, as a program's status says them."""
     return f"Slurm job {state.lower()} ({reason or 'not yet scheduled'})"
+
+
+def duration_secs(text: str) -> int | None:
+    """Slurm's "[days-][hours:]minutes:seconds" (squeue's %L) in seconds; None for what is
+    not a duration ("UNLIMITED", "NOT_SET", "INVALID")."""
+    days, _, clock = text.strip().rpartition("-")
+    try:
+        parts = [int(part) for part in clock.split(":")]
+        day_secs = int(days) * 86400 if days else 0
+    except ValueError:
+        return None
+    if not 1 <= len(parts) <= 3 or min(parts) < 0:
+        return None
+    clock_secs = 0
+    for part in parts:
+        clock_secs = clock_secs * 60 + part
+    return day_secs + clock_secs
 
 
 def environment(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -176,6 +194,13 @@ class SlurmJob:
         if component not in self._hosts:
             raise SlurmError(f"Slurm job {self.job_id} has no component {component} running")
         return self._hosts[component]
+
+    def time_left(self) -> int | None:
+        """Seconds until the running job's time limit (the soonest of its components'), as
+        Slurm counts it; None without a limit, or once the job has left the queue."""
+        lefts = [duration_secs(row[0]) for row in self._rows("%L")]
+        known = [left for left in lefts if left is not None]
+        return min(known) if known else None
 
     def cancel(self) -> None:
         """Ends the job (and so every step left of it); safe to call more than once."""

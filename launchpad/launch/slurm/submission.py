@@ -19,6 +19,8 @@ its host agent.
                share of the host's CPUs and GPUs (slot_binding.py), passes its output
                back, and sends the controller one heartbeat and one telemetry report per
                host and period
+    its end -> `stop_before_end_secs` before the time limit the program stops gracefully, by
+               Slurm's SIGUSR1 or the controller's own clock (end_warning.py)
     a host lost -> the job goes on (`--no-kill`); a node of that host restarted by its
                group's policy starts on another host with room (node_hosts.py)
     stop    -> the same as under local_mp (stop event, grace, SIGTERM, SIGKILL, each to the
@@ -48,6 +50,7 @@ from launchpad.launch.runtime.launcher import LaunchOptions
 from launchpad.launch.runtime.process import NodeProcess, PythonProcess
 from launchpad.launch.runtime.terminals import NodeOutput
 from launchpad.launch.slurm import agents as slurm_agents
+from launchpad.launch.slurm import end_warning
 from launchpad.launch.slurm import inventory as slurm_inventory
 from launchpad.launch.slurm import job as slurm_job
 from launchpad.launch.slurm.errors import SlurmError
@@ -136,17 +139,6 @@ def pending_reporter(controller: Controller) -> Callable[[str, str], None]:
     return report
 
 
-# Why a program stopped when its job was warned of its end (time limit, preemption).
-END_WARNING = "Slurm warned that the job ends soon"
-
-
-def _stop_signals(settings: SlurmSettings) -> dict[str, str]:
-    if not settings.stop_before_end_secs:
-        return {}
-    return {"SIGUSR1": f"{END_WARNING} (its time limit is at most "
-                       f"{settings.stop_before_end_secs}s away, or it is being preempted)"}
-
-
 def node_output(program: Program, options: LaunchOptions) -> NodeOutput:
     """The run folder on the shared filesystem (specs, agents' logs, a log per node: every
     terminal keeps the nodes' logs there), and the terminal."""
@@ -179,6 +171,8 @@ def start_nodes(program: Program, controller: Controller, job: SlurmJob,
         job.cancel()
         term.close()
 
+    stop_signals = end_warning.stop_signals(settings.stop_before_end_secs)
+
     def start(nodes: list) -> None:
         node_processes = []
         for node in nodes:
@@ -186,7 +180,7 @@ def start_nodes(program: Program, controller: Controller, job: SlurmJob,
             node_settings = dataclasses.replace(given, env={**(given.env or {}),
                                                             **room.env(node.name)})
             node_spec = spec.make_cluster_spec(node, controller, node_settings,
-                                               options.bind_address, _stop_signals(settings),
+                                               options.bind_address, stop_signals,
                                                failure_shown_by_launcher=term.shows_output)
             node_process = NodeProcess(
                 node.name, spec.write_spec_file(node_spec, run_dir), given,
@@ -209,6 +203,7 @@ def start_nodes(program: Program, controller: Controller, job: SlurmJob,
     controller.launcher_context.add_stop_handler(
         lambda: None if job.running else job.cancel())
     controller.on_finish(finish)
+    end_warning.keep_the_clock(job, controller, settings.stop_before_end_secs)
     start(program.get_all_nodes())
     controller.scaling.start_nodes = grow
     controller.scaling.nodes_removed = room.free

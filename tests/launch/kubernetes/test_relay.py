@@ -5,6 +5,7 @@ in the namespace but holds no token."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import threading
 
 import cloudpickle
@@ -27,9 +28,10 @@ LAUNCH = "relayed-1a2b3c"
 TOKEN = "0123456789abcdef0123456789abcdef"
 
 
-def _answering(api, answer_of) -> list[threading.Thread]:
-    """Answers each question as `answer_of(answer name) -> sealed bytes` says, on a thread
-    (the store's listeners may not call the API); returns the threads, to join."""
+@contextlib.contextmanager
+def _answering(api, answer_of):
+    """Answers each question, while in the block, as `answer_of(answer name) -> sealed bytes`
+    says, on a thread (the store's listeners may not call the API); joins them at its end."""
     threads: list[threading.Thread] = []
     client = Api.connect()
 
@@ -45,7 +47,17 @@ def _answering(api, answer_of) -> list[threading.Thread]:
             threads[-1].start()
 
     api.listeners.append(heard)
-    return threads
+    try:
+        yield
+    finally:
+        api.listeners.remove(heard)
+        for thread in threads:
+            thread.join()
+
+
+def _sealed(answer_name: str, outcome: str, value, token: str = TOKEN) -> bytes:
+    """An answer as the controller's pod writes it: (its name, outcome, value), sealed."""
+    return kubernetes_pod.seal(cloudpickle.dumps((answer_name, outcome, value)), token)
 
 
 def _ask():
@@ -54,40 +66,25 @@ def _ask():
 
 
 def test_the_answer_sealed_for_its_question_is_what_the_call_returns(api):
-    threads = _answering(api, lambda name: kubernetes_pod.seal(cloudpickle.dumps(
-        (name, "answered", ["worker/2"])), TOKEN))
-    assert _ask() == ["worker/2"]
-    for thread in threads:
-        thread.join()
+    with _answering(api, lambda name: _sealed(name, "answered", ["worker/2"])):
+        assert _ask() == ["worker/2"]
     assert [c["metadata"]["labels"][ROLE_LABEL] for c in api.of_kind("configmaps")] == [
         "question"]  # the answer read and deleted (the question is the controller's to delete)
 
 
-def test_what_the_controller_raised_is_raised(api):
-    threads = _answering(api, lambda name: kubernetes_pod.seal(cloudpickle.dumps(
-        (name, "raised", ValueError("no group 'worker'"))), TOKEN))
-    with pytest.raises(ValueError, match="no group 'worker'"):
+@pytest.mark.parametrize(("answer_of", "raised", "match"), [
+    pytest.param(lambda name: _sealed(name, "raised", ValueError("no group 'worker'")),
+                 ValueError, "no group 'worker'", id="what-the-controller-raised"),
+    pytest.param(lambda name: _sealed(f"lp-{LAUNCH}-a-0ld0ld00", "answered", ["worker/9"]),
+                 KubernetesError, "holds the answer to another question",
+                 id="a-genuine-answer-copied-to-another-questions-name"),
+    pytest.param(lambda name: _sealed(name, "answered", ["worker/2"], token="another-token"),
+                 UnsafePathError, "not sealed with this program's token",
+                 id="an-answer-not-sealed-with-the-token-refused-before-unpickling"),
+])
+def test_an_answer_that_is_no_result_is_raised(api, answer_of, raised, match):
+    with _answering(api, answer_of), pytest.raises(raised, match=match):
         _ask()
-    for thread in threads:
-        thread.join()
-
-
-def test_a_genuine_answer_copied_to_another_questions_name_is_refused(api):
-    threads = _answering(api, lambda name: kubernetes_pod.seal(cloudpickle.dumps(
-        (f"lp-{LAUNCH}-a-0ld0ld00", "answered", ["worker/9"])), TOKEN))
-    with pytest.raises(KubernetesError, match="holds the answer to another question"):
-        _ask()
-    for thread in threads:
-        thread.join()
-
-
-def test_an_answer_not_sealed_with_the_token_is_refused_before_it_is_unpickled(api):
-    threads = _answering(api, lambda name: kubernetes_pod.seal(cloudpickle.dumps(
-        (name, "answered", ["worker/2"])), "another-token"))
-    with pytest.raises(UnsafePathError, match="not sealed with this program's token"):
-        _ask()
-    for thread in threads:
-        thread.join()
 
 
 def test_no_answer_in_time_is_named_and_the_question_is_taken_back(api):
