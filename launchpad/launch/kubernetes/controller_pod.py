@@ -7,8 +7,9 @@ runs each node's pod, and re-runs a failed one as its Job's backoffLimit (the gr
 max_restarts) allows. Each node's worker is a `PodWorker` (pod_worker.py), which knows its pod
 only through the node's own reports. With KubernetesSettings(allow_changes=True) the pod's
 ServiceAccount lets it change the program while it runs: it makes and deletes the objects of
-the nodes a scale or an apply starts or removes (running_nodes.py), and answers the
-questions asked of it through the API (relay.py).
+the nodes a scale or an apply starts or removes, and of a node whose run was lost (its host,
+or its pod frozen) and that its group's policy restarts (running_nodes.py); and it answers
+the questions asked of it through the API (relay.py).
 
 A failure with restarts left waits for the new pod; with none left it stops the program (the
 nodes see it and exit). SIGTERM (Kubernetes deleting this pod, when the launch is stopped)
@@ -85,21 +86,24 @@ def run(path: str) -> int:
         threading.Thread(target=controller.stop, daemon=True, args=(
             "Kubernetes is deleting the controller's pod (the launch was stopped)",)).start()
 
+    changes = launch_spec.settings.allow_changes
+    api = Api.connect() if changes else None  # as its ServiceAccount
+
     def follow(nodes: list) -> None:
         for node in nodes:
             worker = PodWorker(node.name, launch_spec.startup_timeout_secs,
-                               controller.worker_ended)
+                               controller.worker_ended,
+                               rerun=running_nodes.rerun if running_nodes else None)
             controller.add_worker(worker)
             worker.start()
 
+    running_nodes = RunningNodes(api, launch_spec, program, token, follow) if api else None
     signal.signal(signal.SIGTERM, on_sigterm)
     follow(program.get_all_nodes())
     answering = None
-    if launch_spec.settings.allow_changes:
-        api = Api.connect()  # as its ServiceAccount
-        nodes = RunningNodes(api, launch_spec, program, token, follow)
-        controller.scaling.start_nodes = nodes.start
-        controller.scaling.nodes_removed = nodes.removed
+    if api is not None and running_nodes is not None:
+        controller.scaling.start_nodes = running_nodes.start
+        controller.scaling.nodes_removed = running_nodes.removed
         answering = Answering(api, launch_spec.settings.namespace, launch_spec.launch_id,
                               token, controller.protocol)
         answering.start()

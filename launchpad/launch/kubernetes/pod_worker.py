@@ -4,9 +4,17 @@ supervisor.py), because the controller does not watch pods::
 
     node_started(instance)            -> the run is on (heartbeats from now on)
     node_finished / node_failed       -> the run has ended: 0 / 1, the supervisor decides
-    no heartbeat for the liveness timeout  -> lost (the supervisor's own doing)
+    no heartbeat for the liveness timeout  -> lost (the supervisor's own doing): kill()
     not started within startup_timeout_secs -> failed: its pod is pending or cannot start
-    restart()                         -> waits for the pod Kubernetes starts again
+    restart()                         -> waits for the pod Kubernetes starts again; a run
+                                         that was lost is run again on new objects first
+                                         (`rerun`, where the controller may make them)
+
+A lost run is one whose pod went silent: its host lost, or the pod frozen. Kubernetes runs
+no new pod of a Job whose pod it still counts as running (an unreachable host's pods are
+evicted only after their NoExecute toleration, five minutes by default), so waiting for it
+would outlast the startup timeout: with `rerun` (KubernetesSettings(allow_changes=True),
+running_nodes.py) the node's old Job is deleted and a new one made, which runs elsewhere.
 """
 
 from __future__ import annotations
@@ -26,18 +34,23 @@ class PodWorker(NodeWorker):
       name: the node, 'label/index'.
       startup_timeout_secs: how long its pod may take to start, each run.
       on_end: called with this worker once a run has ended (Controller.worker_ended).
+      rerun: makes the node's objects anew, by its name (RunningNodes.rerun), for a run that
+        was lost; None: wait for Kubernetes to run its pod again.
     """
 
     ended_by_launcher = False
     spawned_at = None  # the pod's start is timed here (startup_timeout_secs), not there
 
     def __init__(self, name: str, startup_timeout_secs: float,
-                 on_end: Callable[[PodWorker], None]):
+                 on_end: Callable[[PodWorker], None],
+                 rerun: Callable[[str], None] | None = None):
         self.name = name
         self.attempt = 0
         self.returncode: int | None = None
         self._startup_timeout = startup_timeout_secs
         self._on_end = on_end
+        self._rerun = rerun
+        self._lost = False  # the current run was given up (kill())
         self._lock = threading.Lock()
         self._ended = threading.Event()
         self._how = ""
@@ -115,17 +128,28 @@ class PodWorker(NodeWorker):
             if self._ended.is_set():
                 return
             self.returncode, self._how = None, "given up by its controller"
+            self._lost = True
             self._ended.set()
             self._disarm()
 
     def restart(self) -> None:
-        """Waits for the pod Kubernetes runs again (its Job's backoffLimit allows it)."""
+        """Waits for the pod Kubernetes runs again (its Job's backoffLimit allows it); a run
+        that was lost is first given new objects, where `rerun` can make them.
+
+        Raises:
+          LaunchError: Kubernetes refused the new objects (named).
+        """
         with self._lock:
             self.attempt += 1
             self.returncode, self._how = None, ""
-            self._instance, self._early = self._early, None
+            rerun = self._rerun if self._lost else None
+            self._lost = False
+            # (a run of the old Job that started meanwhile is not the new objects')
+            self._instance, self._early = (None if rerun else self._early), None
             early_end, self._early_end = self._early_end, None
             self._ended.clear()
+        if rerun is not None:
+            rerun(self.name)
         if self._instance is None:
             self._arm()
         elif early_end is not None:

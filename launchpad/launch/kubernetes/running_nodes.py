@@ -1,14 +1,15 @@
 """The nodes a Kubernetes program's controller starts and removes while the program runs (a
-group scaled, a node replaced by `apply`): their objects, made and deleted by the
-controller's pod itself, through the API its ServiceAccount may use
+group scaled, a node replaced by `apply`, a lost node run again): their objects, made and
+deleted by the controller's pod itself, through the API its ServiceAccount may use
 (lp.KubernetesSettings(allow_changes=True); objects.py's Role).
 
 Each start is one batch, k: a ConfigMap `lp-L-specs-ck` (role `specs`) of the batch's
 sealed specs, and per node a Service and a Job `lp-L-<label>-<index>-ck`, shaped as the
 launch's own (objects.node_objects), so a name never meets a Job of that place still being
 deleted. A removed node's Job and Service are deleted (Foreground), and a batch's ConfigMap
-once none of its nodes is left. Kubernetes refusing an object undoes the batch and names
-the object and the API's reason; nothing of it starts.
+once none of its nodes is left. A node whose run was lost (pod_worker.py) is run again as a
+batch of its own, its old objects deleted first. Kubernetes refusing an object undoes the
+batch and names the object and the API's reason; nothing of it starts.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ class RunningNodes:
             node.name: (names.object_name(launch_spec.launch_id,
                                           f"{names.dns_label(node.label)}-{node.index}"), "")
             for node in program.get_all_nodes()}
+        self._nodes = {node.name: node for node in program.get_all_nodes()}  # as now
 
     def start(self, nodes: list) -> None:
         """Makes the objects of `nodes` (one batch), then follows their pods.
@@ -64,6 +66,22 @@ class RunningNodes:
         Raises:
           LaunchError: Kubernetes refused one of them (named; the batch is undone).
         """
+        self._make(nodes)
+        self._watch(nodes)
+
+    def rerun(self, node_name: str) -> None:
+        """Runs node `node_name` again on objects of its own, its old ones deleted first
+        (its run was lost: its PodWorker, which follows it still, waits for the new pod).
+
+        Raises:
+          LaunchError: Kubernetes refused one of them (named).
+        """
+        with self._lock:
+            node = self._nodes[node_name]
+        self.removed([node_name])
+        self._make([node])
+
+    def _make(self, nodes: list) -> None:
         batch = f"c{next(self._batches)}"
         specs_name = names.object_name(self._spec.launch_id, f"specs-{batch}")
         made = [objects.node_objects(
@@ -92,7 +110,7 @@ class RunningNodes:
         with self._lock:
             for node, node_objects in zip(nodes, made, strict=True):
                 self._objects[node.name] = (node_objects.job["metadata"]["name"], specs_name)
-        self._watch(nodes)
+                self._nodes[node.name] = node
 
     def removed(self, node_names: list[str]) -> None:
         """Deletes the objects of nodes that are no more (they have ended)."""

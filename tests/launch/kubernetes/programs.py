@@ -192,3 +192,62 @@ def greeters(count: int = 2, greeting: str = "hello") -> lp.Program:
     program.add_node(lp.CourierNode(Watcher, program.group_handle("greeter")),
                      label="watcher")
     return program
+
+
+class Counter:
+    """Counts the calls to `next()` (its state, saved often); says where it runs."""
+
+    def __init__(self):
+        self._count = 0
+        self._saves: list[int] = []
+
+    def next(self) -> int:
+        self._count += 1
+        return self._count
+
+    def saved(self) -> int | None:
+        """The count surely written: saves are made one after another, so a count saved
+        twice was written once at least."""
+        last = self._saves[-2:]
+        return last[0] if len(last) == 2 and last[0] == last[1] else None
+
+    def where(self) -> tuple[str, int]:
+        return host_address(), self._count
+
+    def save_state(self) -> int:
+        self._saves.append(self._count)
+        return self._count
+
+    def restore_state(self, state: int) -> None:
+        self._count = state
+
+
+def count_then_follow(counter) -> None:
+    """Counts to 5, waits for that count to be saved, says so, then prints where the counter
+    runs and its count at each change until the program stops."""
+    for _ in range(5):
+        counter.next()
+    while counter.saved() != 5:
+        lp.wait_for_stop(0.1)
+    print("counted to 5, saved", flush=True)
+    said = None
+    while not lp.wait_for_stop(0.2):
+        try:
+            where = counter.where()
+        except Exception:  # noqa: BLE001 - its node lost or restarting: asked again
+            continue
+        if where != said:
+            print(f"counter at {where[1]} on {where[0]}", flush=True)
+            said = where
+
+
+def counter_and_caller() -> lp.Program:
+    """A stateful counter that its group restarts, and a node calling it
+    (test_changes.py's lost pod)."""
+    program = lp.Program("lost")
+    with program.group("counter", restart=lp.RestartPolicy(max_restarts=1, backoff_secs=0.0),
+                       state=lp.StatePolicy(every_secs=0.1)):
+        counter = program.add_node(lp.CourierNode(
+            Counter, courier_client_kwargs={"call_timeout": 2}))
+    program.add_node(lp.PyNode(count_then_follow, counter), label="caller")
+    return program

@@ -1,12 +1,16 @@
 """A Kubernetes program changed while it runs: `lp.launch` through the official client to the
 fake API (HTTPS), every Job's pod run by kubelet.py on a host of its own, and the changes
 asked from outside the cluster through the API (relay.py) of the controller's pod, which
-makes and deletes the nodes' objects itself, as its ServiceAccount's Role allows."""
+makes and deletes the nodes' objects itself, as its ServiceAccount's Role allows; and a
+node whose pod is lost runs again elsewhere, on objects the controller makes."""
 
 from __future__ import annotations
 
 import base64
+import dataclasses
+import os
 import pickle
+import signal
 
 import pytest
 
@@ -143,3 +147,31 @@ def test_a_group_grows_shrinks_and_is_replaced_while_the_program_runs(cluster, t
     questions = [c for c in api.of_kind("configmaps")
                  if c["metadata"]["labels"].get(ROLE_LABEL) in ("question", "answer")]
     assert questions == []
+
+
+def test_a_lost_pod_runs_again_elsewhere_with_its_state(cluster):
+    api, kubelet = cluster
+    controller = lp.launch(programs.counter_and_caller(), launch_type="kubernetes",
+                           kubernetes=dataclasses.replace(SETTINGS, state_volume="lp-state"),
+                           termination_notice_secs=1, liveness_timeout_secs=3)
+    try:
+        caller, counter = kubelet.job("-caller-0"), kubelet.job("-counter-0")
+        text = f"counter at 5 on {counter.host.address}"
+        assert pods.wait_for_log(caller, text, TIMEOUT), f"never printed: {text}\n{kubelet.logs()}"
+        # Its host lost: the pod goes silent without ending, and Kubernetes, which still
+        # counts it as running, would not run another for minutes.
+        os.kill(counter.pids[-1], signal.SIGSTOP)
+        rerun = kubelet.job("-counter-0-c1")  # made by the controller's pod
+        assert rerun.host != counter.host
+        text = f"counter at 5 on {rerun.host.address}"  # its saved count, restored
+        assert pods.wait_for_log(caller, text, TIMEOUT), f"never printed: {text}\n{kubelet.logs()}"
+        jobs = sorted(job["metadata"]["name"] for job in api.of_kind("jobs")
+                      if job["metadata"]["labels"][ROLE_LABEL] == "node")
+        launch = controller.run_id
+        assert jobs == [f"lp-{launch}-caller-0", f"lp-{launch}-counter-0-c1"]  # the old gone
+        (node,) = [node for node in controller.status().nodes if node.name == "counter/0"]
+        assert (node.restarts, node.host) == (1, rerun.host.address)
+        assert "no heartbeat" in node.failures[0].reason
+    finally:
+        controller.stop()
+    assert controller.wait(timeout=TIMEOUT)

@@ -63,3 +63,25 @@ def test_kill_ends_a_run_given_up_without_reporting_it_again():
     assert worker.join(0) and ended == [] and worker.returncode is None
     worker.restart()
     worker.kill()
+
+
+def test_a_lost_run_is_run_again_on_new_objects_and_a_failed_one_is_not():
+    ended: list[tuple[int, int | None]] = []
+    rerun: list[str] = []
+    worker = PodWorker("actor/0", 30.0, lambda w: ended.append((w.attempt, w.returncode)),
+                       rerun=rerun.append)
+    worker.start()
+    worker.run_started("first")
+    worker.run_reported("first", finished=False)  # it raised: Kubernetes re-runs its pod
+    worker.restart()
+    assert rerun == []
+    worker.run_started("second")
+    worker.kill()  # lost: its pod silent
+    worker.run_started("third")  # a pod of the old Job, started meanwhile: not the new one's
+    worker.restart()
+    assert rerun == ["actor/0"] and not worker.join(0)
+    worker.run_reported("third", finished=True)
+    assert not worker.join(0)
+    worker.run_started("fourth")  # the new Job's pod
+    worker.run_reported("fourth", finished=True)
+    assert worker.join(0) and ended == [(0, 1), (2, 0)]
