@@ -1,11 +1,13 @@
 """`launchpad ls` and `launchpad stop`, and how every command finds the run it is given.
 
-    launchpad ls [--run-dir DIR]
-    launchpad stop [RUN] [--timeout SECS] [--run-dir DIR]
+    launchpad ls [--run-dir DIR | --namespace NS]
+    launchpad stop [RUN] [--timeout SECS] [--run-dir DIR | --namespace NS]
 
 The runs are those of the run registry (launch/run_registry.py): this user's programs whose
 controllers answer, local or in a cluster, attached or detached. RUN is a run id, or the
-beginning of exactly one; it may be left out while only one program runs.
+beginning of exactly one; it may be left out while only one program runs. A Kubernetes
+launch keeps no record here: `--namespace NS` lists or stops those of that namespace, found
+through the cluster's API (RUN is then the launch's id).
 """
 
 from __future__ import annotations
@@ -56,6 +58,9 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         description="Lists this user's running programs: run id, program, launch type, "
                     "start time.")
     add_run_dir(listing)
+    listing.add_argument("--namespace", metavar="NS", default=None,
+                         help="list the Kubernetes launches running in namespace NS (found "
+                              "through the cluster's API) instead")
     listing.set_defaults(handler=ls)
     stopping = commands.add_parser(
         "stop", help="stop a running program",
@@ -64,6 +69,10 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     stopping.add_argument("--timeout", type=float, default=60.0, metavar="SECS",
                           help="how long to wait for it to stop (default 60)")
     add_run_dir(stopping)
+    stopping.add_argument("--namespace", metavar="NS", default=None,
+                          help="for a Kubernetes launch: its namespace (RUN is then its "
+                               "launch id); its objects are deleted, each pod stopping "
+                               "gracefully")
     stopping.set_defaults(handler=stop)
 
 
@@ -150,10 +159,15 @@ def gone(run: run_records.Run) -> NoReturn:
 
 
 def ls(args: argparse.Namespace) -> int:
-    found = running(args.run_dir)
+    if args.namespace is not None:
+        found = _in_namespace(args.namespace)
+        none_here = f"no launch runs in namespace {args.namespace}"
+    else:
+        found = running(args.run_dir)
+        none_here = (f"no program of this user runs (records under "
+                     f"{run_records.root(args.run_dir)})")
     if not found:
-        print(f"launchpad: no program of this user runs (records under "
-              f"{run_records.root(args.run_dir)})")
+        print(f"launchpad: {none_here}")
         return 0
     rows = [("RUN", "PROGRAM", "LAUNCH TYPE", "STARTED")] + [
         (run.run_id, run.program, run.launch_type,
@@ -165,6 +179,15 @@ def ls(args: argparse.Namespace) -> int:
         print("  ".join([cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
                         + [row[3]]))
     return 0
+
+
+def _in_namespace(namespace: str) -> list[run_records.Run]:
+    from launchpad.launch import attach  # (the engines, only for runs the registry lacks)
+
+    try:
+        return attach.runs_in(namespace)
+    except LaunchError as e:
+        fail(str(e))
 
 
 def _cancel_pending(run: run_records.Run, timeout: float) -> int:
@@ -183,6 +206,8 @@ def _cancel_pending(run: run_records.Run, timeout: float) -> int:
 
 
 def stop(args: argparse.Namespace) -> int:
+    if args.namespace is not None:
+        return _stop_in_namespace(args.run, args.namespace, args.timeout)
     run = find(args.run, args.run_dir)
     if run.pending:
         return _cancel_pending(run, args.timeout)
@@ -203,4 +228,23 @@ def stop(args: argparse.Namespace) -> int:
     while os.path.exists(record) and time.monotonic() < deadline:
         time.sleep(_POLL_SECS)  # its launcher removes it once the program has ended
     print(f"launchpad: stopped run {run.run_id} (program {run.program})")
+    return 0
+
+
+def _stop_in_namespace(given: str | None, namespace: str, timeout: float) -> int:
+    """Stops the Kubernetes launch `given` of `namespace` and waits for its end."""
+    if given is None:
+        fail("--namespace takes RUN: the launch's id (its launchpad.dev/launch label)")
+    from launchpad.launch import attach  # (the engines, only for runs the registry lacks)
+
+    try:
+        controller = attach.attach(given, namespace=namespace)
+        controller.stop(f"launchpad stop from pid {os.getpid()}")
+        ended = controller.wait(timeout=timeout, raise_error=False)
+    except LaunchError as e:
+        fail(str(e))
+    if not ended:
+        fail(f"launch {given} has not stopped within {timeout:g} s (its pods are still in "
+             "their grace period)")
+    print(f"launchpad: stopped run {given} (program {controller.program_name})")
     return 0

@@ -2,7 +2,8 @@
 
 The run's record (run_records.py) is found in the run folder, and the launch type whose run
 it is attaches to it (each launcher's `detached_runs()`); a run found in its cluster rather
-than recorded here is looked up by its launch label, in the namespace given.
+than recorded here is looked up by its launch label, in the namespace given (and
+`runs_in(namespace)` lists those running there).
 """
 
 from __future__ import annotations
@@ -36,3 +37,18 @@ def attach(run_id: str, run_dir: str | None = None, *,
             return controller
     raise LaunchError(f"Run {run_id!r} is not a detached run: it was launched attached to "
                       "its launching process, which holds its controller")
+
+
+def runs_in(namespace: str) -> list[run_records.Run]:
+    """The runs a cluster keeps in `namespace` that are running (each launcher's
+    `runs_in`), oldest first, for `launchpad ls --namespace`.
+
+    Raises:
+      LaunchError: the cluster cannot be reached or refuses (named).
+    """
+    found = []
+    for launcher in launchers.every():
+        runs = launcher.detached_runs()
+        if runs is not None:
+            found += runs.runs_in(namespace)
+    return sorted(found, key=lambda run: run.started_at)

@@ -30,6 +30,7 @@ from launchpad.launch.kubernetes import pod as kubernetes_pod
 from launchpad.launch.kubernetes.api import Api, check_client, message_of
 from launchpad.launch.kubernetes.controller_pod import OUTCOME_PREFIX
 from launchpad.launch.kubernetes.errors import KubernetesError
+from launchpad.launch.kubernetes.launches import controller_jobs, job_ended, runs_in
 from launchpad.launch.kubernetes.names import (
     CHANGES_ANNOTATION,
     LAUNCH_LABEL,
@@ -46,6 +47,7 @@ from launchpad.launch.runtime.launcher import (
     LaunchOptions,
     Plan,
 )
+from launchpad.launch.runtime.run_records import Run
 from launchpad.program import Program
 
 _WATCH_SECS = 60  # a watch is renewed this often (the server ends each one)
@@ -86,6 +88,10 @@ class KubernetesRuns:
         """A launch is found in its cluster, by its label, in the namespace given."""
         return None if namespace is None else attach(run_id, namespace)
 
+    def runs_in(self, namespace: str) -> list[Run]:
+        """The launches running in `namespace` (launches.py)."""
+        return runs_in(namespace)
+
 
 def launch(program: Program, options: LaunchOptions) -> KubernetesController:
     """Creates the program's objects (see the module doc); returns its controller.
@@ -122,12 +128,9 @@ def attach(run_id: str, namespace: str = "default") -> KubernetesController:
       LaunchError: no such launch there (the launches there are named).
     """
     api = Api.connect()
-    jobs = api.batch.list_namespaced_job(
-        namespace, label_selector=f"{LAUNCH_LABEL}={run_id},{ROLE_LABEL}=controller").items
+    jobs = controller_jobs(api, namespace, run_id)
     if not jobs:
-        known = api.batch.list_namespaced_job(namespace,
-                                              label_selector=f"{ROLE_LABEL}=controller").items
-        names = sorted(job.metadata.labels[LAUNCH_LABEL] for job in known)
+        names = sorted(job.metadata.labels[LAUNCH_LABEL] for job in controller_jobs(api, namespace))
         raise errors.LaunchError(f"No launch {run_id!r} in namespace {namespace}; launches "
                                  f"there: {', '.join(names) or 'none'}")
     annotations = jobs[0].metadata.annotations or {}
@@ -226,7 +229,7 @@ class KubernetesController(RemoteController):
             listed = batch.list_namespaced_job(self.namespace, field_selector=field)
             if not listed.items:
                 return "deleted"
-            state = _ended(listed.items[0])
+            state = job_ended(listed.items[0])
             if state:
                 return state
             version = listed.metadata.resource_version
@@ -240,7 +243,7 @@ class KubernetesController(RemoteController):
                         if event["type"] == "DELETED":
                             return "deleted"
                         version = event["object"].metadata.resource_version
-                        state = _ended(event["object"])
+                        state = job_ended(event["object"])
                         if state:
                             return state
                 return None
@@ -285,7 +288,7 @@ class KubernetesController(RemoteController):
         jobs = self._api.batch.list_namespaced_job(
             self.namespace, label_selector=f"{self._selector},{ROLE_LABEL}=node").items
         return {(job.metadata.annotations or {}).get(NAME_ANNOTATION, job.metadata.name):
-                (job.status.failed or 0) - (_ended(job) == "Failed")
+                (job.status.failed or 0) - (job_ended(job) == "Failed")
                 for job in jobs if job.status and job.status.failed}
 
     def status(self) -> telemetry.ProgramStatus | None:
@@ -316,7 +319,7 @@ class KubernetesController(RemoteController):
                 f"pods are `kubectl get pods -n {self.namespace} -l {self._selector}`")
         listed = self._api.batch.list_namespaced_job(
             self.namespace, field_selector=f"metadata.name={self._job}").items
-        if not listed or _ended(listed[0]):
+        if not listed or job_ended(listed[0]):
             raise errors.ProgramStoppedError(
                 f"Program {self.program_name!r} (launch {self.run_id}) has no controller to "
                 "ask: it is not running")
@@ -325,11 +328,3 @@ class KubernetesController(RemoteController):
                 names.object_name(self.run_id, ""), self.namespace)
             self._token = base64.b64decode(secret.data[kubernetes_pod.TOKEN_KEY]).decode()
         return RelayedClient(self._api, self.namespace, self.run_id, self._token)
-
-
-def _ended(job: Any) -> str:
-    """'Complete' or 'Failed' once the Job has that condition; '' while it runs."""
-    for condition in (job.status and job.status.conditions) or []:
-        if condition.type in ("Complete", "Failed") and condition.status == "True":
-            return condition.type
-    return ""

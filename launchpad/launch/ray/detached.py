@@ -188,6 +188,9 @@ class DetachedRayRuns:
                namespace: str | None) -> RayRemoteController | None:
         return attach(folder) if folder is not None and records_run(folder) else None
 
+    def runs_in(self, namespace: str) -> list[run_records.Run]:
+        return []  # its runs are recorded in run folders, none kept by a namespace
+
 
 def attach(folder: str) -> RayRemoteController:
     """The controller of the detached Ray run whose record is `folder` (lp.attach finds it)."""

@@ -105,6 +105,11 @@ class DetachedRuns(Protocol):
         """The controller of run `run_id` (its record `folder`, or found in the cluster's
         `namespace`); None if the run is none of this launch type's."""
 
+    def runs_in(self, namespace: str) -> list[Run]:
+        """The runs running in the cluster's `namespace`, for `launchpad ls --namespace`
+        (a cluster that keeps its runs itself); [] for a launch type that records them in
+        run folders."""
+
 
 @dataclasses.dataclass(frozen=True)
 class Plan:

@@ -47,10 +47,10 @@ from launchpad.launch.runtime.controller import Controller
 from launchpad.launch.runtime.controllers import RemoteController
 from launchpad.launch.runtime.launcher import LaunchOptions
 from launchpad.launch.runtime.terminals import NodeOutput
-from launchpad.launch.slurm import end_warning
 from launchpad.launch.slurm import job as slurm_job
 from launchpad.launch.slurm import placement as slurm_placement
 from launchpad.launch.slurm import submission as slurm
+from launchpad.launch.slurm import time_limit
 from launchpad.program import Program
 
 _POLL_SECS = 0.2  # how often the run folder and the job's state are read (no event for them)
@@ -152,6 +152,9 @@ class DetachedSlurmRuns:
                namespace: str | None) -> SlurmRemoteController | None:
         return attach(folder) if folder is not None and records_run(folder) else None
 
+    def runs_in(self, namespace: str) -> list[run_records.Run]:
+        return []  # its runs are recorded in run folders, none kept by a namespace
+
 
 def run_controller(path: str) -> int:
     """The batch step: launches the program from here and holds the job until it ends."""
@@ -179,7 +182,7 @@ def run_controller(path: str) -> int:
         failure = e
     settings = options.settings or slurm.SlurmSettings()
     if (failure is None and settings.requeue
-            and controller.stop_reason.startswith(end_warning.END_WARNING)):
+            and controller.stop_reason.startswith(time_limit.END_WARNING)):
         _requeue(run_dir, job.job_id)
         return 0
     private_files.write_private(os.path.join(run_dir, "outcome"), pickle.dumps((

@@ -20,7 +20,7 @@ its host agent.
                back, and sends the controller one heartbeat and one telemetry report per
                host and period
     its end -> `stop_before_end_secs` before the time limit the program stops gracefully, by
-               Slurm's SIGUSR1 or the controller's own clock (end_warning.py)
+               Slurm's SIGUSR1 or the controller's own clock (time_limit.py)
     a host lost -> the job goes on (`--no-kill`); a node of that host restarted by its
                group's policy starts on another host with room (node_hosts.py)
     stop    -> the same as under local_mp (stop event, grace, SIGTERM, SIGKILL, each to the
@@ -50,9 +50,9 @@ from launchpad.launch.runtime.launcher import LaunchOptions
 from launchpad.launch.runtime.process import NodeProcess, PythonProcess
 from launchpad.launch.runtime.terminals import NodeOutput
 from launchpad.launch.slurm import agents as slurm_agents
-from launchpad.launch.slurm import end_warning
 from launchpad.launch.slurm import inventory as slurm_inventory
 from launchpad.launch.slurm import job as slurm_job
+from launchpad.launch.slurm import time_limit
 from launchpad.launch.slurm.errors import SlurmError
 from launchpad.launch.slurm.host_room import HostRoom
 from launchpad.launch.slurm.job import SlurmJob, run
@@ -171,7 +171,7 @@ def start_nodes(program: Program, controller: Controller, job: SlurmJob,
         job.cancel()
         term.close()
 
-    stop_signals = end_warning.stop_signals(settings.stop_before_end_secs)
+    stop_signals = time_limit.stop_signals(settings.stop_before_end_secs)
 
     def start(nodes: list) -> None:
         node_processes = []
@@ -203,7 +203,7 @@ def start_nodes(program: Program, controller: Controller, job: SlurmJob,
     controller.launcher_context.add_stop_handler(
         lambda: None if job.running else job.cancel())
     controller.on_finish(finish)
-    end_warning.keep_the_clock(job, controller, settings.stop_before_end_secs)
+    time_limit.keep_the_clock(job, controller, settings.stop_before_end_secs)
     start(program.get_all_nodes())
     controller.scaling.start_nodes = grow
     controller.scaling.nodes_removed = room.free

@@ -149,7 +149,8 @@ def test_a_group_grows_shrinks_and_is_replaced_while_the_program_runs(cluster, t
     assert questions == []
 
 
-def test_a_lost_pod_runs_again_elsewhere_with_its_state(cluster):
+def test_a_lost_pod_runs_again_elsewhere_with_its_state_and_the_cli_lists_and_stops_it(
+        cluster):
     api, kubelet = cluster
     controller = lp.launch(programs.counter_and_caller(), launch_type="kubernetes",
                            kubernetes=dataclasses.replace(SETTINGS, state_volume="lp-state"),
@@ -172,6 +173,16 @@ def test_a_lost_pod_runs_again_elsewhere_with_its_state(cluster):
         (node,) = [node for node in controller.status().nodes if node.name == "counter/0"]
         assert (node.restarts, node.host) == (1, rerun.host.address)
         assert "no heartbeat" in node.failures[0].reason
+
+        listed = cli("ls", "--namespace", NAMESPACE)  # the launch, from the cluster's API
+        assert listed.returncode == 0, listed.stderr
+        assert [row.split()[:3] for row in listed.stdout.splitlines()[1:]] == [
+            [launch, "lost", "kubernetes"]]
+        stopped = cli("stop", "--namespace", NAMESPACE, launch)
+        assert stopped.stdout == f"launchpad: stopped run {launch} (program lost)\n", (
+            stopped.stderr)
     finally:
         controller.stop()
     assert controller.wait(timeout=TIMEOUT)
+    assert cli("ls", "--namespace", NAMESPACE).stdout == (
+        f"launchpad: no launch runs in namespace {NAMESPACE}\n")

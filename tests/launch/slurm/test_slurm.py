@@ -16,7 +16,7 @@ import pytest
 
 import launchpad as lp
 from launchpad import control
-from launchpad.launch.slurm.end_warning import END_WARNING
+from launchpad.launch.slurm.time_limit import END_WARNING
 from tests.cli.helpers import cli, wait_until
 from tests.launch import helpers
 from tests.launch.helpers import TIMEOUT
@@ -172,7 +172,7 @@ def test_the_time_limit_warning_stops_the_program_gracefully_named(slurm, box, t
 
     program.add_node(lp.PyNode(serve_until_stopped, stopped), label="worker")
     # A two-minute job warned 115 s before its end, by Slurm's SIGUSR1 (its check runs every
-    # 30 s) or the launch's own clock, whichever comes first (end_warning.py): the graceful
+    # 30 s) or the launch's own clock, whichever comes first (time_limit.py): the graceful
     # stop has a minute and more to end the program before the limit, on a loaded machine
     # too (with one minute, warned at 55 s, the limit once came first).
     controller = slurm(program, slurm=lp.SlurmSettings(

@@ -10,7 +10,7 @@ import threading
 import pytest
 
 import launchpad as lp
-from launchpad.launch.slurm import end_warning
+from launchpad.launch.slurm import time_limit
 from launchpad.launch.slurm.job import SlurmJob, duration_secs
 from tests.launch.helpers import TIMEOUT
 
@@ -56,17 +56,17 @@ def test_the_launchs_clock_stops_the_program_before_the_time_limit(two_minute_jo
     assert left is not None and 60 < left <= 120
     controller = lp.launch(_waiting_program(), launch_type="local_mt")
     try:
-        end_warning.keep_the_clock(two_minute_job, controller, left - 2)  # due in ~2 s
+        time_limit.keep_the_clock(two_minute_job, controller, left - 2)  # due in ~2 s
         assert controller.wait(timeout=TIMEOUT)  # stopped, not failed
     finally:
         controller.stop()
-    assert controller.stop_reason.startswith(end_warning.END_WARNING)
+    assert controller.stop_reason.startswith(time_limit.END_WARNING)
     assert "own clock" in controller.stop_reason
 
 
 def test_the_clock_lets_a_program_that_stops_first_be(two_minute_job):
     controller = lp.launch(_waiting_program(), launch_type="local_mt")
-    end_warning.keep_the_clock(two_minute_job, controller, 5)  # due in about 2 minutes
+    time_limit.keep_the_clock(two_minute_job, controller, 5)  # due in about 2 minutes
     clock = _clock_thread(two_minute_job)
     controller.stop()
     assert controller.wait(timeout=TIMEOUT)
@@ -78,7 +78,7 @@ def test_the_clock_lets_a_program_that_stops_first_be(two_minute_job):
 def test_no_clock_without_a_warning(two_minute_job):
     controller = lp.launch(_waiting_program(), launch_type="local_mt")
     try:
-        end_warning.keep_the_clock(two_minute_job, controller, 0)
+        time_limit.keep_the_clock(two_minute_job, controller, 0)
         with pytest.raises(StopIteration):
             _clock_thread(two_minute_job)
     finally:
