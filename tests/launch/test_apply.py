@@ -5,7 +5,9 @@ nothing is applied."""
 
 import concurrent.futures
 import importlib
+import json
 import os
+import pathlib
 import sys
 import textwrap
 import threading
@@ -160,6 +162,44 @@ def test_nodes_are_added_and_removed_as_the_new_program_has_them(code, launch_ea
         "evaluator/0", "learner/0", "worker/0"]
 
 
+def _archived(module, program: lp.Program) -> lp.Program:
+    """`program` with a group "archive" that keeps state."""
+    with program.group("archive", state=lp.StatePolicy(every_secs=3600)):
+        program.add_node(lp.CourierNode(module.Learner))
+    return program
+
+
+@LAUNCHERS
+def test_a_new_group_keeps_state_in_a_run_that_keeps_states(code, launch_each_engine):
+    controller, _ = _launched_three_steps_in(code, launch_each_engine)
+    module = code()
+    assert controller.apply(_archived(module, module.make_program())).added == ("archive/0",)
+    archive = _client(controller, "archive")
+    assert [archive.step() for _ in range(2)] == [1, 2]
+    module = code(step=10)  # both stateful nodes replaced: each saves, and restores
+    applied = controller.apply(_archived(module, module.make_program()))
+    assert applied.replaced == ("learner/0", "archive/0")
+    assert _client(controller, "archive").step() == 12
+    assert _client(controller, "learner").step() == 13
+    groups = json.loads((pathlib.Path(controller.states.folder) / "program.json").read_text())
+    assert groups["archive"] == ["CourierNode"]  # what a later resume= is checked against
+
+
+@pytest.mark.parametrize("launch_each_engine", ["local_mp"], indirect=True)
+def test_a_new_group_that_keeps_state_is_refused_in_a_run_that_keeps_none(
+        code, launch_each_engine):
+    module = code()
+    stateless = lp.Program("versioned")
+    stateless.add_node(lp.CourierNode(module.Worker), label="worker")
+    controller = launch_each_engine(stateless)
+    grown = lp.Program("versioned")
+    grown.add_node(lp.CourierNode(module.Worker), label="worker")
+    with pytest.raises(ValueError, match=r"! group 'archive' is new and keeps state "
+                                         r"\(lp.StatePolicy\), and this run keeps none"):
+        controller.apply(_archived(module, grown))
+    assert "archive" not in controller.program.groups
+
+
 def _fails_its_first_run(marker):
     if not os.path.exists(marker):
         open(marker, "w").close()
@@ -252,10 +292,6 @@ def test_what_cannot_change_live_is_refused_with_every_reason_and_nothing_applie
     assert "! group 'worker' would vanish" in words
     assert "Nothing was applied" in words
     assert _client(controller, "evaluator").version() == "v1"
-    with changed.group("archive", state=lp.StatePolicy(every_secs=60)):
-        changed.add_node(lp.CourierNode(module.Learner))
-    assert ("! group 'archive' is new and keeps state (lp.StatePolicy)"
-            in str(controller.plan(changed)))
     renamed = lp.Program("other")
     renamed.add_node(lp.CourierNode(module.Learner), label="learner")
     assert "the new program is named 'other'" in "\n".join(controller.plan(renamed).refused)

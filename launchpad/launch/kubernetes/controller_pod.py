@@ -71,8 +71,8 @@ def run(path: str) -> int:
         raise TypeError(f"{path} holds a {type(launch_spec).__name__}, not a launch spec")
     program: Program = cloudpickle.loads(launch_spec.program)
     try:  # before anything serves: a resume refused starts no node
-        kubernetes_states.prepare(program, launch_spec.launch_id, launch_spec.resume,
-                                  launch_spec.resume_partial)
+        states = kubernetes_states.prepare(program, launch_spec.launch_id, launch_spec.resume,
+                                           launch_spec.resume_partial)
     except errors.StateError as e:
         print(OUTCOME_PREFIX + json.dumps(refused(program.name, e)), flush=True)
         return 1
@@ -80,7 +80,8 @@ def run(path: str) -> int:
         program, termination_notice_secs=launch_spec.termination_notice_secs,
         liveness_timeout_secs=launch_spec.liveness_timeout_secs, host="0.0.0.0",
         port=launch_spec.port, token=token, advertised_host=launch_spec.service_host,
-        tls=tls, launch_type=LaunchType.KUBERNETES.value, run_id=launch_spec.launch_id)
+        tls=tls, launch_type=LaunchType.KUBERNETES.value, run_id=launch_spec.launch_id,
+        states=states)
 
     def on_sigterm(*_: Any) -> None:
         threading.Thread(target=controller.stop, daemon=True, args=(

@@ -63,14 +63,16 @@ def node_spec(program: Program, label: str, launch_id: str,
 
 
 def prepare(program: Program, launch_id: str, resume: str | None,
-            resume_partial: bool) -> None:
+            resume_partial: bool) -> run_states.RunStates | None:
     """In the controller's pod, before it serves: the program's groups written on the state
-    volume, and the launch resumed checked (see the module doc).
+    volume, and the launch resumed checked (see the module doc); the launch's states (None:
+    no group keeps state, and the pod has no state volume).
 
     Raises:
       StateError: the launch resumed kept no states, or its groups differ (named).
     """
-    if run_states.check_stateful(program, resume):
-        run_states.prepare_at(program, launch_id, os.path.join(STATE_MOUNT, launch_id),
-                               resume, None if resume is None
-                               else os.path.join(STATE_MOUNT, resume), resume_partial)
+    if not run_states.check_stateful(program, resume):
+        return None
+    return run_states.prepare_at(program, launch_id, os.path.join(STATE_MOUNT, launch_id),
+                                 resume, None if resume is None
+                                 else os.path.join(STATE_MOUNT, resume), resume_partial)

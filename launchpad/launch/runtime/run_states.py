@@ -5,7 +5,9 @@
     <run's state folder>/<label>.<index>/ each node's states (state_store.py)
 
 `prepare` makes the folder and checks a resumed run's groups against the program's before
-any node starts; the controller gives each node its `StateSpec`.
+any node starts; the controller gives each node its `StateSpec`, by its group's policy as the
+running program has it now (a group `apply` adds may keep state too: `record_groups` then
+writes the program's groups again).
 """
 
 from __future__ import annotations
@@ -25,18 +27,17 @@ _PROGRAM_FILE = "program.json"
 
 @dataclasses.dataclass(frozen=True)
 class RunStates:
-    """A run's stateful groups and where their states go (`prepare` makes it; the launch
-    gives it to the controller, which gives each node its `spec_for`)."""
+    """Where a run's states go (`prepare` makes it; the launch gives it to the controller,
+    which gives each node of a stateful group its `spec_for` that group's policy)."""
 
     run_id: str
     folder: str  # this run's state folder, for the groups that name no `dir`
-    policies: dict[str, StatePolicy]
     resumed: str | None = None  # the run resumed, if any
     resumed_folder: str | None = None
 
-    def spec_for(self, label: str) -> StateSpec | None:
-        """What node of group `label` saves and restores (None: its group keeps no state)."""
-        policy = self.policies.get(label)
+    def spec_for(self, policy: StatePolicy | None) -> StateSpec | None:
+        """What a node of a group with `policy` saves and restores (None: no policy, no
+        state)."""
         if policy is None:
             return None
         if policy.dir is None:
@@ -88,12 +89,19 @@ def prepare_at(program: Program, run_id: str, folder: str, resume: str | None,
     Kubernetes launch's is on its state volume, not in a run folder of this host)."""
     os.makedirs(folder, mode=0o700, exist_ok=True)
     private_files.check_private_dir(folder)
+    groups = record_groups(folder, program)
+    if resume is not None:
+        _check_resumed(program.name, groups, resume, resumed_folder, resume_partial)
+    return RunStates(run_id, folder, resume, resumed_folder)
+
+
+def record_groups(folder: str, program: Program) -> dict[str, list[str]]:
+    """Writes `program`'s groups in the run's state folder `folder` (what a later resume=
+    is checked against); returns them."""
     groups = _groups_of(program)
     private_files.write_private(os.path.join(folder, _PROGRAM_FILE),
                                 json.dumps(groups, indent=1).encode())
-    if resume is not None:
-        _check_resumed(program.name, groups, resume, resumed_folder, resume_partial)
-    return RunStates(run_id, folder, program.state_policies, resume, resumed_folder)
+    return groups
 
 
 def state_folder(run_folder: str) -> str:

@@ -241,13 +241,16 @@ def count_then_follow(counter) -> None:
             said = where
 
 
-def counter_and_caller() -> lp.Program:
-    """A stateful counter that its group restarts, and a node calling it
-    (test_changes.py's lost pod)."""
+def counter_and_caller(archive: bool = False) -> lp.Program:
+    """A stateful counter that its group restarts, and a node calling it (test_changes.py's
+    lost pod); with `archive`, a second stateful group, of one Counter."""
     program = lp.Program("lost")
     with program.group("counter", restart=lp.RestartPolicy(max_restarts=1, backoff_secs=0.0),
                        state=lp.StatePolicy(every_secs=0.1)):
         counter = program.add_node(lp.CourierNode(
             Counter, courier_client_kwargs={"call_timeout": 2}))
     program.add_node(lp.PyNode(count_then_follow, counter), label="caller")
+    if archive:
+        with program.group("archive", state=lp.StatePolicy(every_secs=60)):
+            program.add_node(lp.CourierNode(Counter))
     return program

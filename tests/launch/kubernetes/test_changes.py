@@ -174,6 +174,16 @@ def test_a_lost_pod_runs_again_elsewhere_with_its_state_and_the_cli_lists_and_st
         assert (node.restarts, node.host) == (1, rerun.host.address)
         assert "no heartbeat" in node.failures[0].reason
 
+        # A new group that keeps state, in a launch that keeps states: its pod mounts the
+        # launch's state volume.
+        assert controller.apply(programs.counter_and_caller(archive=True)).added == (
+            "archive/0",)
+        (archive,) = [job for job in api.of_kind("jobs") if "-archive-0-" in
+                      job["metadata"]["name"]]
+        volumes = archive["spec"]["template"]["spec"]["volumes"]
+        assert {"name": "launchpad-state", "persistentVolumeClaim": {"claimName": "lp-state"}
+                } in volumes
+
         listed = cli("ls", "--namespace", NAMESPACE)  # the launch, from the cluster's API
         assert listed.returncode == 0, listed.stderr
         assert [row.split()[:3] for row in listed.stdout.splitlines()[1:]] == [

@@ -195,11 +195,13 @@ class GroupScaling:
         self._announce(label, len(self._program.groups[label]))
 
     def adopt_policies(self, label: str, new: Program) -> None:
-        """Group `label`, which `new` brings to the running program, takes `new`'s restart
-        policy: in the program and in the supervisor (a new group keeps no state: `plan`
-        refuses one that would). Under `lock`, before the group's nodes are added."""
+        """Group `label`, which `new` brings to the running program, takes `new`'s policies:
+        its restart policy, in the program and in the supervisor; its state policy, in the
+        program, which the controller gives its nodes' states by (`plan` refuses it where
+        the run keeps no states). Under `lock`, before the group's nodes are added."""
         self._program.set_restart_policy(label, new.restart_policies.get(label))
         self._supervisor.set_restart_policy(label, new.restart_policies.get(label))
+        self._program.set_state_policy(label, new.state_policies.get(label))
 
     def remove(self, units: list[NodeKey], why: str) -> None:
         """The last nodes of their groups, `units` (highest first), stop gracefully and are

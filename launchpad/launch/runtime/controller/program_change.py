@@ -8,11 +8,13 @@
             (with `only`, the groups left out run on as they are: kept), and what cannot be
             done live, each with its reason (refused): a node whose type
             changed, a group that would vanish, a replicated node's tasks, a removed node
-            whose handle a node that stays still holds, another program's name
+            whose handle a node that stays still holds, another program's name, a new group
+            that keeps state in a run that keeps none (its state folder is made at launch)
     apply:  nothing if anything is refused (ValueError with every reason); else removed
             nodes stop (the group handles that follow them let them go first), replaced ones
             stop gracefully - a StatePolicy saves their state - and their new nodes start in
-            their place and restore it, then added ones start (group_scaling.py does each)
+            their place and restore it, then added ones start (group_scaling.py does each),
+            a new group with its policies; the run's state folder records the groups anew
 
 The new program's fingerprints are computed where it was built, with its code (the command
 line's `launchpad apply` sends them with it); the running one's here, from the objects it
@@ -25,7 +27,9 @@ import dataclasses
 import time
 from collections.abc import Collection
 
+from launchpad.launch.runtime import run_states
 from launchpad.launch.runtime.controller.group_scaling import GroupScaling
+from launchpad.launch.runtime.run_states import RunStates
 from launchpad.nodes.base import handles_in
 from launchpad.nodes.fingerprint import fingerprints
 from launchpad.program import Program
@@ -62,10 +66,12 @@ class ProgramPlan:
 
 def plan(running: Program, running_fingerprints: dict[str, str], new: Program,
          new_fingerprints: dict[str, str] | None = None,
-         only: Collection[str] | None = None) -> ProgramPlan:
+         only: Collection[str] | None = None, keeps_states: bool = False) -> ProgramPlan:
     """What applying `new` to `running` would do (see the module doc); `running_fingerprints`
     are its nodes' as they were launched (or applied). `only`: the groups to change (as
-    terraform's -target); the others run on as they are, however they differ."""
+    terraform's -target); the others run on as they are, however they differ.
+    `keeps_states`: whether the run has a state folder (a group kept state at launch), where
+    a new group may keep state too."""
     new_fingerprints = new_fingerprints or fingerprints(new.get_all_nodes())
     old_fingerprints = running_fingerprints
     old = {node.name: node for node in running.get_all_nodes()}
@@ -82,10 +88,11 @@ def plan(running: Program, running_fingerprints: dict[str, str], new: Program,
         refused.append(f"group {label!r} would vanish: a running program keeps its groups "
                        "(scale it to 1 node instead)")
     for label in sorted((set(new.groups) - set(running.groups)) & chosen):
-        if label in new.state_policies:
-            refused.append(f"group {label!r} is new and keeps state (lp.StatePolicy): a "
-                           "running program's state folders are those of its groups at "
-                           "launch (launch it with the group, or add it without the policy)")
+        if label in new.state_policies and not keeps_states:
+            refused.append(f"group {label!r} is new and keeps state (lp.StatePolicy), and "
+                           "this run keeps none: a run's state folder is made at launch, "
+                           "for a program with a group that keeps state (launch it with "
+                           "the group, or add it without the policy)")
     added = [name for name in made if name not in old]
     removed = [name for name in old if name not in made]
     both = [name for name in old if name in made]
@@ -121,16 +128,17 @@ def plan(running: Program, running_fingerprints: dict[str, str], new: Program,
 
 def apply(scaling: GroupScaling, running: Program, new: Program,
           new_fingerprints: dict[str, str] | None = None,
-          only: Collection[str] | None = None) -> ProgramPlan:
+          only: Collection[str] | None = None, states: RunStates | None = None) -> ProgramPlan:
     """Changes `running` into `new` (see the module doc; `only` as `plan`'s); returns the
-    plan it applied.
+    plan it applied. `states`: the run's, whose folder then records the groups anew.
 
     Raises:
       ValueError: something of it cannot be applied live (every reason, in the plan's words).
     """
     new_fingerprints = new_fingerprints or fingerprints(new.get_all_nodes())
     with scaling.lock:
-        changes = plan(running, scaling.fingerprints, new, new_fingerprints, only)
+        changes = plan(running, scaling.fingerprints, new, new_fingerprints, only,
+                       keeps_states=states is not None)
         if changes.refused:
             raise ValueError(f"{changes}\nNothing was applied: the changes marked ! cannot "
                              "be made while the program runs")
@@ -144,6 +152,8 @@ def apply(scaling: GroupScaling, running: Program, new: Program,
                 scaling.adopt_policies(label, new)
             added = [made[name] for name in changes.added if name.rpartition("/")[0] == label]
             scaling.add(label, added, [new_fingerprints[node.name] for node in added])
+        if changes.changes and states is not None:
+            run_states.record_groups(states.folder, running)
         if changes.changes:
             scaling.record("applied a new version: " + "; ".join(
                 f"{mark} {', '.join(names)}" for mark, names in (

@@ -145,7 +145,9 @@ class Controller(LaunchpadWorkers, RunningChanges):
 
     def state_spec(self, label: str | None) -> state_store.StateSpec | None:
         """Where the nodes of group `label` keep their states (None: their group keeps none)."""
-        return self.states.spec_for(label) if self.states and label is not None else None
+        if self.states is None or label is None:
+            return None
+        return self.states.spec_for(self.program.state_policies.get(label))
 
     @property
     def termination_notice_secs(self) -> float:

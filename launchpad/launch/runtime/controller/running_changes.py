@@ -12,6 +12,7 @@ from launchpad.launch.runtime.controller.group_scaling import CHANGEABLE, GroupS
 from launchpad.launch.runtime.controller.program_change import ProgramPlan
 from launchpad.launch.runtime.controller.program_stop import ProgramStop
 from launchpad.launch.runtime.controller.registry import AddressRegistry
+from launchpad.launch.runtime.run_states import RunStates
 from launchpad.program import Program
 
 
@@ -22,6 +23,7 @@ class RunningChanges:
     program_name: str
     launch_type: str
     scaling: GroupScaling
+    states: RunStates | None
     _registry: AddressRegistry
     _stop: ProgramStop
 
@@ -47,7 +49,7 @@ class RunningChanges:
         nothing. `fingerprints`: the new program's, where it was built elsewhere; `only`:
         the groups to change (the others run on as they are, however they differ)."""
         return program_change.plan(self.program, self.scaling.fingerprints, program,
-                                   fingerprints, only)
+                                   fingerprints, only, keeps_states=self.states is not None)
 
     def apply(self, program: Program, fingerprints: dict[str, str] | None = None,
               only: Collection[str] | None = None) -> ProgramPlan:
@@ -67,7 +69,8 @@ class RunningChanges:
             launcher = self.launch_type or "this launcher"
             raise NotImplementedError(f"A program launched with {launcher} cannot be changed "
                                       f"while it runs ({CHANGEABLE} can)")
-        return program_change.apply(self.scaling, self.program, program, fingerprints, only)
+        return program_change.apply(self.scaling, self.program, program, fingerprints, only,
+                                    self.states)
 
     def node_stop_future(self, label: str, index: int) -> concurrent.futures.Future:
         """Set when the program starts stopping, or when node label/index's group shrinks
