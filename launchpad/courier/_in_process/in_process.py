@@ -84,8 +84,9 @@ class InProcessChannel:
     @classmethod
     def find(cls, address: str, tls: TLS | None) -> InProcessChannel | None:
         tag = tls_tag(tls)
+        keys = hosts.keys(address)  # (not under the lock: a host name is looked up)
         with _lock:
-            for key in hosts.keys(address):
+            for key in keys:
                 found = _servers.get(key)
                 if found is not None and found[1] == tag and found[0].serving():
                     return cls(found[0])
