@@ -23,6 +23,16 @@ group):
 
 `grow_vs_fresh` is the ratio to the fresh launch; `question_vs_api_call` what a relayed
 question costs in API calls' time.
+
+Once (the program with one worker, its group restarting it):
+
+* `lost_pod_secs`: the worker's pod frozen (SIGSTOP: silent, not ended, as on a lost host)
+  until the status shows the worker running again, restarted on new objects by the
+  controller's pod (most of it is the liveness timeout, `liveness_timeout_secs=5`, against
+  heartbeats every 2 s); `rerun_secs`, from the moment the controller declared it lost (its
+  failure's time) until it shows running again: what the restart itself costs; and
+  `grow_one_secs`, its baseline, a growth of the group by one worker. (Kubernetes alone runs
+  no new pod before it evicts the lost one: 300 s by default.)
 """
 
 from __future__ import annotations
@@ -33,6 +43,7 @@ import contextlib
 import json
 import os
 import platform
+import signal
 import statistics
 import sys
 import tempfile
@@ -43,25 +54,29 @@ from benchmarks.program_change import make_program  # the same program
 from launchpad.launch.kubernetes.api import Api
 
 _TIMEOUT = 180.0
+_LIVENESS_SECS = 5.0
 _QUESTIONS = 20
 _NAMESPACE = "lp-bench"
 
 
-def _launch(workers: int):
+def _launch(workers: int, restart: lp.RestartPolicy | None = None):
     settings = lp.KubernetesSettings(image="launchpad:bench", namespace=_NAMESPACE,
                                      allow_changes=True, startup_timeout_secs=_TIMEOUT)
-    return lp.launch(make_program(workers), launch_type="kubernetes", kubernetes=settings,
-                     termination_notice_secs=2)
+    return lp.launch(make_program(workers, restart=restart), launch_type="kubernetes",
+                     kubernetes=settings, termination_notice_secs=2,
+                     liveness_timeout_secs=_LIVENESS_SECS)
 
 
-def _until_running(controller, workers: int, what: str) -> None:
-    """Until the status shows `workers` workers and the learner running."""
+def _until_running(controller, workers: int, what: str, restarts: int = 0) -> None:
+    """Until the status shows `workers` workers and the learner running (and worker/0
+    restarted `restarts` times)."""
     deadline = time.monotonic() + _TIMEOUT
     while True:
         status = controller.status()
         if status is not None:
             running = [n.name for n in status.nodes if n.state == "running"]
-            if len(running) == workers + 1:
+            restarted = [n.restarts for n in status.nodes if n.name == "worker/0"]
+            if len(running) == workers + 1 and restarted == [restarts]:
                 return
         if time.monotonic() > deadline:
             raise TimeoutError(f"not within {_TIMEOUT:g}s: {what}")
@@ -101,6 +116,27 @@ def _measure(size: int) -> dict[str, float]:
             "question_secs": question, "api_call_secs": api_call}
 
 
+def _measure_lost_pod(kubelet) -> dict[str, float]:
+    controller = _launch(1, restart=lp.RestartPolicy(max_restarts=1, backoff_secs=0.0))
+    try:
+        _until_running(controller, 1, "the first worker")
+        started = time.perf_counter()
+        controller.scale("worker", 2)
+        _until_running(controller, 2, "the second worker")
+        grow_one = time.perf_counter() - started
+        controller.scale("worker", 1)
+        started = time.perf_counter()
+        os.kill(kubelet.job(f"{controller.run_id}-worker-0").pids[-1], signal.SIGSTOP)
+        _until_running(controller, 1, "the lost worker, again", restarts=1)
+        lost, running_at = time.perf_counter() - started, time.time()
+        (worker,) = [n for n in controller.status().nodes if n.name == "worker/0"]
+        declared_lost_at = worker.failures[-1].at
+    finally:
+        _ended(controller)
+    return {"lost_pod_secs": lost, "rerun_secs": running_at - declared_lost_at,
+            "grow_one_secs": grow_one}
+
+
 def _median_secs(call) -> float:
     times = []
     for _ in range(_QUESTIONS):
@@ -130,8 +166,8 @@ def _cluster(hosts: int, folder: str):
                 "contexts": [{"name": "bench", "context": {"cluster": "bench",
                                                           "user": "me"}}]}))
         os.environ["KUBECONFIG"] = config
-        with Kubelet(api, network, os.path.join(folder, "pods"), _TIMEOUT * 10):
-            yield
+        with Kubelet(api, network, os.path.join(folder, "pods"), _TIMEOUT * 10) as kubelet:
+            yield kubelet
 
 
 def main() -> None:
@@ -144,7 +180,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="lp-k8s-change-") as folder:
         # Each pod has a host of its own while it runs (N + 2 at most), and a launch's may
         # still end while the next one's start.
-        with _cluster(2 * (max(sizes) + 3), folder):
+        with _cluster(2 * (max(sizes) + 3), folder) as kubelet:
             for size in sizes:
                 runs = []
                 for repeat in range(args.repeats):
@@ -157,9 +193,12 @@ def main() -> None:
                 row["question_vs_api_call"] = round(row["question_secs"]
                                                     / row["api_call_secs"], 1)
                 rows.append({"workers": size, **row})
+            print("kubernetes_changes: a lost pod", file=sys.stderr, flush=True)
+            lost = {key: round(value, 4) for key, value in _measure_lost_pod(kubelet).items()}
+            lost["rerun_vs_grow_one"] = round(lost["rerun_secs"] / lost["grow_one_secs"], 2)
     print(json.dumps({"benchmark": "kubernetes_changes", "repeats": args.repeats,
                       "machine": platform.machine(), "cpus": os.cpu_count(),
-                      "results": rows}))
+                      "results": rows, "lost_pod": lost}))
 
 
 if __name__ == "__main__":

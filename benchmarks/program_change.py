@@ -66,9 +66,11 @@ class LearnerV2(Learner):
     VERSION = 2
 
 
-def make_program(workers: int, learner: type = Learner) -> lp.Program:
+def make_program(workers: int, learner: type = Learner,
+                 restart: lp.RestartPolicy | None = None) -> lp.Program:
+    """The learner and its `workers` (`restart`: the workers' group's restart policy)."""
     program = lp.Program("change-bench")
-    with program.group("worker"):
+    with program.group("worker", restart=restart):
         for _ in range(workers):
             program.add_node(lp.CourierNode(Worker))
     program.add_node(lp.CourierNode(learner, program.group_handle("worker")), label="learner")
