@@ -26,6 +26,9 @@ SECRET_MOUNT = "/var/run/launchpad/secret"
 SPECS_MOUNT = "/var/run/launchpad/specs"
 STOP_SIGNALS = {"SIGTERM": "Kubernetes is deleting the pod"}
 _SPARE_SECS = 5  # terminationGracePeriodSeconds beyond what the stop itself takes
+# The taints of a host Kubernetes has lost touch with: a pod is evicted once it no longer
+# tolerates them, and only then does its Job run another.
+_HOST_LOST_TAINTS = ("node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready")
 # What a controller that changes its program may do in its namespace (its Role): make and
 # delete the Jobs, Services and spec ConfigMaps of the nodes it starts, and read, answer
 # and delete the questions asked of it (relay.py).
@@ -127,11 +130,14 @@ class ObjectBuilder:
     def job(self, name: str, role: str, own_name: str, arguments: list[str],
             needs: Resources | None, *, backoff_limit: int, grace: float,
             port: int | None = None, keeps_state: bool = False, specs_from: str = "",
-            service_account: str | None = None) -> dict[str, Any]:
+            service_account: str | None = None,
+            evicted_after_secs: float | None = None) -> dict[str, Any]:
         """A Job of one pod running `python -m launchpad.launch ARGUMENTS` (whose last is
         its spec file, from ConfigMap `specs_from`, else the launch's), which mounts the
         state volume if `keeps_state`, and runs as `service_account` if given (else the
-        settings')."""
+        settings'). With `evicted_after_secs`, its pod tolerates an unreachable or not-ready
+        host only that long (Kubernetes' default: 300 s), where the settings' tolerations say
+        nothing of those: a node that restarts is run again that much sooner."""
         settings = self.settings
         spec_file = arguments[-1].rsplit("/", 1)[1]
         container: dict[str, Any] = {
@@ -174,8 +180,14 @@ class ObjectBuilder:
             pod["imagePullSecrets"] = [{"name": s} for s in settings.image_pull_secrets]
         if settings.node_selector:
             pod["nodeSelector"] = dict(settings.node_selector)
-        if settings.tolerations:
-            pod["tolerations"] = [dict(t) for t in settings.tolerations]
+        tolerations = [dict(t) for t in settings.tolerations]
+        if evicted_after_secs is not None:
+            given = {t.get("key") for t in tolerations}
+            tolerations += [{"key": key, "operator": "Exists", "effect": "NoExecute",
+                             "tolerationSeconds": math.ceil(evicted_after_secs)}
+                            for key in _HOST_LOST_TAINTS if key not in given]
+        if tolerations:
+            pod["tolerations"] = tolerations
         pod_metadata = self.metadata(name, role, name, own_name)
         template = {"metadata": {"labels": pod_metadata["labels"],
                                  "annotations": pod_metadata["annotations"]}, "spec": pod}
@@ -211,7 +223,9 @@ def node_objects(builder: ObjectBuilder, program: Program, node: Any, token: str
     job = builder.job(name, "node", node.name, ["--pod-spec", f"{SPECS_MOUNT}/{name}.spec"],
                       needs, backoff_limit=policy.max_restarts if policy else 0,
                       grace=termination_notice_secs, keeps_state=state is not None,
-                      specs_from=specs_from)
+                      specs_from=specs_from,
+                      # (its controller gives it up then: it restarts, or the program fails)
+                      evicted_after_secs=liveness_timeout_secs if policy else None)
     return NodeObjects(f"{name}.spec", kubernetes_pod.seal(spec.encode(node_spec), token),
                        builder.service(name, "node"), job)
 

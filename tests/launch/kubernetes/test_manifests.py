@@ -6,6 +6,7 @@ where Kubernetes reads them; bad input is refused, named."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import os
 import pathlib
@@ -199,6 +200,23 @@ def test_a_groups_restarts_are_its_jobs_backoff_limit_and_the_pods_are_as_design
 
 def pod_labels(job: dict) -> dict:
     return job["spec"]["template"]["metadata"]["labels"]
+
+
+def test_a_restarting_groups_pods_are_evicted_from_a_lost_host_after_the_liveness_timeout():
+    objects = lp_manifests(programs.adder_and_flaky("/tmp/unused"), liveness_timeout_secs=7.5)
+    lost = [{"key": f"node.kubernetes.io/{taint}", "operator": "Exists", "effect": "NoExecute",
+             "tolerationSeconds": 8} for taint in ("unreachable", "not-ready")]
+    assert _job(objects, "flaky/0")["spec"]["template"]["spec"]["tolerations"] == lost
+    assert "tolerations" not in _job(objects, "adder/0")["spec"]["template"]["spec"]
+    own = {"key": "node.kubernetes.io/unreachable", "operator": "Exists",
+           "effect": "NoExecute", "tolerationSeconds": 600}
+    objects = lp_manifests(programs.adder_and_flaky("/tmp/unused"),
+                           settings=dataclasses.replace(SETTINGS, tolerations=[own]),
+                           liveness_timeout_secs=7.5)
+    assert _job(objects, "flaky/0")["spec"]["template"]["spec"]["tolerations"] == [
+        own, lost[1]]  # the user's own toleration of a taint is theirs
+    for obj in objects:
+        kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
 
 
 def test_settings_land_in_every_pod_and_object():
