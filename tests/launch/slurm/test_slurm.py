@@ -171,12 +171,13 @@ def test_the_time_limit_warning_stops_the_program_gracefully_named(slurm, box, t
         lp.wait_for_stop()
 
     program.add_node(lp.PyNode(serve_until_stopped, stopped), label="worker")
-    # A two-minute job warned 115 s before its end, by Slurm's SIGUSR1 (its check runs every
-    # 30 s) or the launch's own clock, whichever comes first (time_limit.py): the graceful
-    # stop has a minute and more to end the program before the limit, on a loaded machine
-    # too (with one minute, warned at 55 s, the limit once came first).
+    # A two-minute job warned 90 s before its end, by Slurm's SIGUSR1 (its check runs every
+    # 30 s) or the launch's own clock, whichever comes first (time_limit.py): the node has
+    # half a minute to start, and the graceful stop a minute and more to end the program
+    # before the limit, on a loaded machine too (with one minute, warned at 55 s, the limit
+    # once came first).
     controller = slurm(program, slurm=lp.SlurmSettings(
-        run_dir=str(tmp_path), time_limit=2, stop_before_end_secs=115))
+        run_dir=str(tmp_path), time_limit=2, stop_before_end_secs=90))
     assert stopped.get(timeout=130) == "stop handler ran"
     assert controller.wait(timeout=TIMEOUT)  # not a failure
     assert controller.stop_reason.startswith(END_WARNING)
