@@ -111,7 +111,7 @@ def _saved_generation_or_none(controller) -> int | None:
 def _saved_generation(controller) -> int:
     """The generation of the master's latest saved state (read as a resume reads it)."""
     from launchpad.launch.runtime import state_store
-    spec = controller.states.spec_for("master")
+    spec = controller.state_spec("master")
     restored = []
 
     class Probe:
