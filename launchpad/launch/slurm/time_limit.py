@@ -8,7 +8,8 @@ Two ways reach the program, and the first stops it (the other then finds it stop
                      (node_process/runner.py); preemption with PreemptParameters=
                      send_user_signal comes this way too
     our own clock    the program's controller reads the job's time left (squeue) once the job
-                     runs, and stops the program when only SECS are left
+                     runs, and stops the program when only SECS are left (read again then: a
+                     time limit an administrator moved moves the stop with it)
 
 The clock is needed because Slurm sends its warning once, from slurmctld's periodic check
 (every 30 s, early by up to that much), to the steps alive then: a check that comes before
@@ -27,6 +28,7 @@ from launchpad.launch.slurm.job import SlurmJob
 
 # How the reason for such a stop begins (a detached job that requeues itself looks for it).
 END_WARNING = "Slurm warned that the job ends soon"
+_DUE_SECS = 1  # squeue counts the time left in whole seconds
 
 
 def stop_signals(stop_before_end_secs: int) -> dict[str, str]:
@@ -50,14 +52,16 @@ def _clock(job: SlurmJob, controller: Controller, stop_before_end_secs: int) -> 
         job.wait_running()
     except SlurmError:
         return  # it never ran: nothing to warn
-    left = job.time_left()
-    if left is None:
-        return  # no time limit
     over = threading.Event()
     controller.on_finish(over.set)
     controller.stop_future().add_done_callback(lambda _: over.set())
-    if over.wait(max(0.0, left - stop_before_end_secs)):
-        return
+    # The time left is read again when it is due: a limit moved meanwhile (`scontrol update
+    # TimeLimit=`) moves the warning with it.
+    while (left := job.time_left()) is not None and left - stop_before_end_secs > _DUE_SECS:
+        if over.wait(left - stop_before_end_secs):
+            return
+    if left is None or over.is_set():
+        return  # no time limit (or the job has left the queue)
     logging.info("Slurm job %s: %ds left and no warning from Slurm yet; stopping the program",
                  job.job_id, stop_before_end_secs)
     controller.stop(f"{END_WARNING} (its time limit is {stop_before_end_secs}s away, by the "

@@ -1,7 +1,8 @@
 """The warning of a job's end when Slurm's own does not come: the launch's clock reads the
 job's time left from the real test Slurm and stops the program `stop_before_end_secs` before
-the limit, saying why; it lets a program that ends first be. (Slurm's SIGUSR1 stops a
-program in test_requeue.py; test_slurm.py's time-limit test takes whichever comes first.)"""
+the limit, saying why (moved with the limit, if an administrator moves it); it lets a program
+that ends first be. (Slurm's SIGUSR1 stops a program in test_requeue.py; test_slurm.py's
+time-limit test takes whichever comes first.)"""
 
 from __future__ import annotations
 
@@ -62,6 +63,21 @@ def test_the_launchs_clock_stops_the_program_before_the_time_limit(two_minute_jo
         controller.stop()
     assert controller.stop_reason.startswith(time_limit.END_WARNING)
     assert "own clock" in controller.stop_reason
+
+
+def test_a_time_limit_moved_moves_the_clocks_stop(two_minute_job, slurm_cluster):
+    left = two_minute_job.time_left()
+    controller = lp.launch(_waiting_program(), launch_type="local_mt")
+    try:
+        time_limit.keep_the_clock(two_minute_job, controller, left - 3)  # due in ~3 s...
+        slurm_cluster.run(["scontrol", "update", f"JobId={two_minute_job.job_id}",
+                           "TimeLimit=4"])  # ...until an administrator gives two minutes more
+        assert not controller.wait(timeout=8)  # read again when due: not due any more
+        assert _clock_thread(two_minute_job).is_alive()
+    finally:
+        controller.stop()
+    assert controller.wait(timeout=TIMEOUT)
+    assert controller.stop_reason == ""
 
 
 def test_the_clock_lets_a_program_that_stops_first_be(two_minute_job):
